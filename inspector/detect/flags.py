@@ -1,0 +1,383 @@
+"""Flags on tasks, computed from a table of recorded runs (pandas only, no ORM).
+
+Each run executed one solution of one task: the task's reference solution, one of its samples,
+or a probe (e.g. the "null" probe, a completion that does nothing). From the outcomes we flag
+tasks that nothing solves, whose reference is wrong, whose results are not reproducible, or whose
+tests a probe passes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "OUTCOMES",
+    "RUN_COLUMNS",
+    "SEVERITY",
+    "SOLUTION_KINDS",
+    "Analysis",
+    "FlagCode",
+    "FlagFinding",
+    "TaskStats",
+    "analyse_runs",
+]
+
+RUN_COLUMNS = ["run_id", "task_key", "solution_kind", "solution_key", "outcome"]
+# Order matters: it is the order in which solutions are named in explanations.
+SOLUTION_KINDS = ("reference", "sample", "probe")
+OUTCOMES = (
+    "passed",
+    "failed",
+    "timed_out",
+    "out_of_memory",
+    "output_truncated",
+    "sandbox_error",
+)
+# Sandbox errors are faults of our infrastructure, so they say nothing about the task.
+NOT_COUNTED = "sandbox_error"
+# Category codes of the kinds, as pandas.Categorical numbers them.
+_REFERENCE, _SAMPLE, _PROBE = range(len(SOLUTION_KINDS))
+MAX_NAMED_SAMPLES = 5
+
+
+class FlagCode(StrEnum):
+    UNSOLVABLE = "unsolvable"
+    MISLABELED = "mislabeled"
+    FLAKY = "flaky"
+    REWARD_HACKABLE = "reward_hackable"
+
+
+SEVERITY: dict[FlagCode, int] = {
+    FlagCode.UNSOLVABLE: 90,
+    FlagCode.MISLABELED: 80,
+    FlagCode.REWARD_HACKABLE: 70,
+    FlagCode.FLAKY: 60,
+}
+
+
+@dataclass(frozen=True)
+class FlagFinding:
+    task_key: int
+    code: FlagCode
+    severity: int
+    explanation: str
+    evidence_run_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TaskStats:
+    task_key: int
+    runs: int
+    reference_runs: int
+    reference_passes: int
+    sample_runs: int
+    sample_passes: int
+    reference_pass_rate: float | None
+    sample_pass_rate: float | None
+    sandbox_errors: int
+
+
+@dataclass(frozen=True)
+class Analysis:
+    findings: list[FlagFinding]
+    stats: dict[int, TaskStats]
+
+
+def analyse_runs(
+    runs: pd.DataFrame | list[dict[str, Any]], *, task_keys: Iterable[int] = ()
+) -> Analysis:
+    """Flag tasks from their runs (one row per run, columns `RUN_COLUMNS`).
+
+    `task_keys` names tasks that must get stats even when they have no runs at all.
+    Counts, rates and flags leave out sandbox errors; every other outcome but "passed" is a fail.
+    Findings are sorted by task_key, then severity (highest first).
+    """
+    frame = _validated(runs)
+    if frame.empty:
+        return Analysis(findings=[], stats=_stats_without_runs(task_keys, {}))
+
+    run_id = frame["run_id"].to_numpy(dtype=np.int64)
+    kind = pd.Categorical(frame["solution_kind"], categories=SOLUTION_KINDS).codes
+    outcome = frame["outcome"].to_numpy()
+    counted = outcome != NOT_COUNTED
+    passed = outcome == "passed"
+    failed = counted & ~passed
+    is_reference = kind == _REFERENCE
+    is_sample = kind == _SAMPLE
+    is_probe = kind == _PROBE
+
+    work = pd.DataFrame(
+        {
+            "task_key": frame["task_key"].to_numpy(dtype=np.int64),
+            "kind": kind,
+            "solution_key": frame["solution_key"].astype(str).to_numpy(),
+            "runs": np.ones(len(frame), dtype=np.int64),
+            "counted": counted,
+            "passed": passed,
+            "failed": failed,
+            "sandbox_errors": ~counted,
+            "reference_runs": counted & is_reference,
+            "reference_passes": passed & is_reference,
+            "reference_sandbox_errors": ~counted & is_reference,
+            "sample_runs": counted & is_sample,
+            "sample_passes": passed & is_sample,
+            "probe_passes": passed & is_probe,
+        }
+    )
+
+    by_task = work.groupby("task_key", sort=True)
+    tasks = by_task[
+        [
+            "runs",
+            "sandbox_errors",
+            "reference_runs",
+            "reference_passes",
+            "reference_sandbox_errors",
+            "sample_runs",
+            "sample_passes",
+            "probe_passes",
+        ]
+    ].sum()
+    row_task = by_task.ngroup().to_numpy()  # row -> position in `tasks`
+
+    by_solution = work.groupby(["task_key", "kind", "solution_key"], sort=True)
+    solutions = by_solution[["counted", "passed", "failed", "sandbox_errors"]].sum()
+    solutions = solutions.reset_index()
+    row_solution = by_solution.ngroup().to_numpy()  # row -> position in `solutions`
+
+    reference_runs = tasks["reference_runs"].to_numpy()
+    reference_never_passed = (reference_runs > 0) & (tasks["reference_passes"].to_numpy() == 0)
+    sample_passes = tasks["sample_passes"].to_numpy()
+    unsolvable = reference_never_passed & (sample_passes == 0)
+    mislabeled = reference_never_passed & (sample_passes > 0)
+    hackable = tasks["probe_passes"].to_numpy() > 0
+    sol_task = tasks.index.get_indexer(solutions["task_key"])  # solution -> position in `tasks`
+    flaky_solution = (solutions["passed"].to_numpy() > 0) & (solutions["failed"].to_numpy() > 0)
+    flaky = np.zeros(len(tasks), dtype=bool)
+    flaky[sol_task[flaky_solution]] = True
+
+    evidence = {
+        FlagCode.UNSOLVABLE: _run_ids_by_task(
+            unsolvable[row_task] & counted & (is_reference | is_sample), row_task, run_id
+        ),
+        FlagCode.MISLABELED: _run_ids_by_task(
+            mislabeled[row_task] & counted & (is_reference | (is_sample & passed)),
+            row_task,
+            run_id,
+        ),
+        FlagCode.FLAKY: _run_ids_by_task(flaky_solution[row_solution] & counted, row_task, run_id),
+        FlagCode.REWARD_HACKABLE: _run_ids_by_task(
+            hackable[row_task] & is_probe & passed, row_task, run_id
+        ),
+    }
+
+    sol_kind = solutions["kind"].to_numpy()
+    sol_counted = solutions["counted"].to_numpy()
+    sol_passed = solutions["passed"].to_numpy()
+    sample_solutions = np.bincount(
+        sol_task[(sol_kind == _SAMPLE) & (sol_counted > 0)],
+        minlength=len(tasks),
+    )
+    named = {
+        FlagCode.MISLABELED: _solutions_by_task(
+            solutions, mislabeled[sol_task] & (sol_kind == _SAMPLE) & (sol_passed > 0), sol_task
+        ),
+        FlagCode.FLAKY: _solutions_by_task(solutions, flaky_solution, sol_task),
+        FlagCode.REWARD_HACKABLE: _solutions_by_task(
+            solutions, (sol_kind == _PROBE) & (sol_passed > 0), sol_task
+        ),
+    }
+
+    keys = tasks.index.to_numpy().tolist()
+    reference_part = [
+        "reference " + _passed(p, n, s)
+        for p, n, s in zip(
+            tasks["reference_passes"].tolist(),
+            reference_runs.tolist(),
+            tasks["reference_sandbox_errors"].tolist(),
+            strict=True,
+        )
+    ]
+    findings: list[FlagFinding] = []
+
+    def add(code: FlagCode, position: int, explanation: str) -> None:
+        findings.append(
+            FlagFinding(
+                task_key=keys[position],
+                code=code,
+                severity=SEVERITY[code],
+                explanation=explanation,
+                evidence_run_ids=evidence[code][position],
+            )
+        )
+
+    sample_runs = tasks["sample_runs"].to_numpy()
+    for position in np.flatnonzero(unsolvable).tolist():
+        runs_of_samples = int(sample_runs[position])
+        if runs_of_samples:
+            count = int(sample_solutions[position])
+            samples_part = (
+                f"{count} sample{_s(count)} passed 0 of {runs_of_samples} run{_s(runs_of_samples)}"
+            )
+        else:
+            samples_part = "no sample runs"
+        add(FlagCode.UNSOLVABLE, position, f"{reference_part[position]}; {samples_part}")
+
+    for position in np.flatnonzero(mislabeled).tolist():
+        passing = named[FlagCode.MISLABELED][position]
+        parts = [reference_part[position], *passing[:MAX_NAMED_SAMPLES]]
+        if len(passing) > MAX_NAMED_SAMPLES:
+            parts.append(f"and {len(passing) - MAX_NAMED_SAMPLES} more passing samples")
+        add(FlagCode.MISLABELED, position, "; ".join(parts))
+
+    for position in np.flatnonzero(hackable).tolist():
+        add(
+            FlagCode.REWARD_HACKABLE, position, "; ".join(named[FlagCode.REWARD_HACKABLE][position])
+        )
+
+    for position in np.flatnonzero(flaky).tolist():
+        parts = named[FlagCode.FLAKY][position]
+        add(FlagCode.FLAKY, position, "same solution both passed and failed: " + "; ".join(parts))
+
+    findings.sort(key=lambda finding: (finding.task_key, -finding.severity))
+    return Analysis(findings=findings, stats=_stats(tasks, task_keys))
+
+
+def _validated(runs: pd.DataFrame | list[dict[str, Any]]) -> pd.DataFrame:
+    if isinstance(runs, pd.DataFrame):
+        missing = [column for column in RUN_COLUMNS if column not in runs.columns]
+        if missing:
+            raise ValueError(f"runs lack the column(s) {', '.join(missing)}")
+        frame = runs[RUN_COLUMNS]
+    else:
+        frame = pd.DataFrame(list(runs), columns=RUN_COLUMNS)
+    if frame.empty:
+        return frame
+    empty = [column for column in RUN_COLUMNS if frame[column].isna().any()]
+    if empty:
+        raise ValueError(f"runs have missing values in column(s) {', '.join(empty)}")
+    # An unknown value is a bug upstream (a typo such as "pass" would otherwise count as a fail
+    # and could flag a good task as unsolvable), so refuse rather than guess.
+    for column, allowed in (("solution_kind", SOLUTION_KINDS), ("outcome", OUTCOMES)):
+        unknown = ~frame[column].isin(allowed)
+        if unknown.any():
+            values = sorted({str(value) for value in frame.loc[unknown, column]})
+            raise ValueError(f"runs have unknown {column} value(s): {', '.join(values)}")
+    return frame
+
+
+def _run_ids_by_task(
+    mask: np.ndarray, row_task: np.ndarray, run_id: np.ndarray
+) -> dict[int, tuple[int, ...]]:
+    """Task position -> the sorted ids of the runs selected by `mask`."""
+    tasks = row_task[mask]
+    ids = run_id[mask]
+    order = np.lexsort((ids, tasks))
+    tasks = tasks[order]
+    ids = ids[order]
+    if len(tasks) == 0:
+        return {}
+    cuts = np.flatnonzero(np.diff(tasks)) + 1
+    starts = np.concatenate(([0], cuts))
+    return {
+        task: tuple(chunk.tolist())
+        for task, chunk in zip(tasks[starts].tolist(), np.split(ids, cuts), strict=True)
+    }
+
+
+def _solutions_by_task(
+    solutions: pd.DataFrame, mask: np.ndarray, sol_task: np.ndarray
+) -> dict[int, list[str]]:
+    """Task position -> "sample s2 passed 2 of 3 runs" for each solution selected by `mask`.
+
+    Ordered reference, samples, probes, then by key with numbers compared as numbers (s2 < s10).
+    """
+    chosen = solutions.loc[mask]
+    rows = sorted(
+        zip(
+            sol_task[mask].tolist(),
+            chosen["kind"].tolist(),
+            chosen["solution_key"].tolist(),
+            chosen["passed"].tolist(),
+            chosen["counted"].tolist(),
+            chosen["sandbox_errors"].tolist(),
+            strict=True,
+        ),
+        key=lambda row: (row[0], row[1], _natural(row[2])),
+    )
+    described: dict[int, list[str]] = {}
+    for task, kind, key, passes, runs, sandbox_errors in rows:
+        name = "reference" if kind == _REFERENCE else f"{SOLUTION_KINDS[kind]} {key}"
+        described.setdefault(task, []).append(f"{name} {_passed(passes, runs, sandbox_errors)}")
+    return described
+
+
+def _natural(key: str) -> tuple[tuple[int, int | str], ...]:
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", key) if part
+    )
+
+
+def _passed(passes: int, runs: int, sandbox_errors: int) -> str:
+    text = f"passed {passes} of {runs} run{_s(runs)}"
+    if sandbox_errors:
+        text += f" ({sandbox_errors} sandbox error{_s(sandbox_errors)} not counted)"
+    return text
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+def _stats(tasks: pd.DataFrame, task_keys: Iterable[int]) -> dict[int, TaskStats]:
+    stats: dict[int, TaskStats] = {}
+    for key, runs, errors, ref_runs, ref_passes, sample_runs, sample_passes in zip(
+        tasks.index.tolist(),
+        tasks["runs"].tolist(),
+        tasks["sandbox_errors"].tolist(),
+        tasks["reference_runs"].tolist(),
+        tasks["reference_passes"].tolist(),
+        tasks["sample_runs"].tolist(),
+        tasks["sample_passes"].tolist(),
+        strict=True,
+    ):
+        stats[key] = TaskStats(
+            task_key=key,
+            runs=runs,
+            reference_runs=ref_runs,
+            reference_passes=ref_passes,
+            sample_runs=sample_runs,
+            sample_passes=sample_passes,
+            reference_pass_rate=ref_passes / ref_runs if ref_runs else None,
+            sample_pass_rate=sample_passes / sample_runs if sample_runs else None,
+            sandbox_errors=errors,
+        )
+    return _stats_without_runs(task_keys, stats)
+
+
+def _stats_without_runs(
+    task_keys: Iterable[int], stats: dict[int, TaskStats]
+) -> dict[int, TaskStats]:
+    """Adds empty stats for the tasks without runs; returns all stats ordered by task_key."""
+    for given in task_keys:
+        key = int(given)
+        if key not in stats:
+            stats[key] = TaskStats(
+                task_key=key,
+                runs=0,
+                reference_runs=0,
+                reference_passes=0,
+                sample_runs=0,
+                sample_passes=0,
+                reference_pass_rate=None,
+                sample_pass_rate=None,
+                sandbox_errors=0,
+            )
+    return dict(sorted(stats.items()))

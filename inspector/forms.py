@@ -1,0 +1,47 @@
+"""Forms for the browser doors: upload, review actions, queue filters."""
+
+from __future__ import annotations
+
+from django import forms
+
+from inspector.detect.flags import FlagCode
+from inspector.models import Task, TaskSet
+
+
+class UploadForm(forms.Form):
+    name = forms.CharField(
+        max_length=200,
+        label="Task-set name",
+        help_text="Uploading under an existing name adds a new version; the old one is kept.",
+    )
+    tasks_file = forms.FileField(label="Tasks (HumanEval-style JSONL, plain or .gz)")
+    samples_file = forms.FileField(
+        label="Sampled solutions (JSONL: task_id, completion; optional)", required=False
+    )
+
+
+class QuarantineForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000, widget=forms.TextInput(attrs={"placeholder": "reason (required)"})
+    )
+
+
+class DismissForm(forms.Form):
+    note = forms.CharField(
+        max_length=2000,
+        widget=forms.TextInput(attrs={"placeholder": "why it is not a defect (required)"}),
+    )
+
+
+class QueueFilterForm(forms.Form):
+    flag = forms.ChoiceField(
+        required=False, choices=[("", "any flag")] + [(c.value, c.value) for c in FlagCode]
+    )
+    status = forms.ChoiceField(required=False, choices=[("", "any status")] + Task.STATUS_CHOICES)
+    taskset = forms.ChoiceField(required=False, choices=())
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["taskset"].choices = [("", "every task set")] + [
+            (n, n) for n in TaskSet.objects.order_by("name").values_list("name", flat=True)
+        ]

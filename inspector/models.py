@@ -1,0 +1,342 @@
+"""What the platform stores: task sets and their versions, tasks and sampled solutions,
+inspections and their sandbox runs, the flags raised on tasks, and the reviewers' audit trail.
+Methods here concern one row; workflows over several rows live in services.py."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models, transaction
+from django.urls import reverse
+from django.utils import timezone
+
+
+class TaskSet(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("inspector-taskset", args=(self.name,))
+
+    def latest_version(self) -> TaskSetVersion | None:
+        return self.versions.order_by("-number").first()
+
+
+class TaskSetVersion(models.Model):
+    taskset = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    tasks_filename = models.CharField(max_length=300, blank=True)
+    samples_filename = models.CharField(max_length=300, blank=True)
+    task_count = models.PositiveIntegerField(default=0)
+    sample_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ("taskset__name", "-number")
+        constraints = [
+            models.UniqueConstraint(fields=("taskset", "number"), name="version_number_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.taskset.name} v{self.number}"
+
+    def latest_inspection(self) -> Inspection | None:
+        return self.inspections.order_by("-id").first()
+
+
+class Task(models.Model):
+    ACTIVE = "active"
+    QUARANTINED = "quarantined"
+    STATUS_CHOICES = [(ACTIVE, "active"), (QUARANTINED, "quarantined")]
+
+    version = models.ForeignKey(TaskSetVersion, on_delete=models.CASCADE, related_name="tasks")
+    task_id = models.CharField(max_length=500)
+    position = models.PositiveIntegerField()
+    prompt = models.TextField()
+    canonical_solution = models.TextField()
+    test = models.TextField()
+    entry_point = models.CharField(max_length=200)
+    domain = models.CharField(max_length=200, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # The uploaded line exactly as read: the manifest writes it back unchanged.
+    source = models.JSONField()
+    content_hash = models.CharField(max_length=64, db_index=True)
+    status = models.CharField(max_length=12, choices=STATUS_CHOICES, default=ACTIVE)
+    quarantine_reason = models.TextField(blank=True)
+    # Kept in step with the flags of the latest finished inspection, so the queue sorts and
+    # filters on indexed columns of this table alone.
+    last_inspection = models.ForeignKey(
+        "Inspection", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    severity = models.PositiveSmallIntegerField(default=0)
+    open_flags = models.CharField(max_length=300, blank=True)
+    runs_count = models.PositiveIntegerField(default=0)
+    reference_pass_rate = models.FloatField(null=True, blank=True)
+    sample_pass_rate = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("version", "position")
+        constraints = [
+            models.UniqueConstraint(fields=("version", "task_id"), name="task_id_unique_in_version")
+        ]
+        indexes = [
+            models.Index(fields=("version", "-severity", "id"), name="task_queue_idx"),
+            models.Index(fields=("-severity", "id"), name="task_severity_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.task_id
+
+    def get_absolute_url(self) -> str:
+        return reverse("inspector-task", args=(self.pk,))
+
+    @property
+    def open_flag_list(self) -> list[str]:
+        return [c for c in self.open_flags.split(",") if c]
+
+    @transaction.atomic
+    def quarantine(self, *, by, reason: str) -> ReviewEvent:
+        if not reason.strip():
+            raise ValueError("A reason is required to quarantine a task.")
+        self.status = Task.QUARANTINED
+        self.quarantine_reason = reason.strip()
+        self.save(update_fields=("status", "quarantine_reason"))
+        return ReviewEvent.objects.create(
+            task=self, actor=by, action=ReviewEvent.QUARANTINE, note=self.quarantine_reason
+        )
+
+    @transaction.atomic
+    def release(self, *, by, note: str = "") -> ReviewEvent:
+        self.status = Task.ACTIVE
+        self.quarantine_reason = ""
+        self.save(update_fields=("status", "quarantine_reason"))
+        return ReviewEvent.objects.create(
+            task=self, actor=by, action=ReviewEvent.RELEASE, note=note.strip()
+        )
+
+    def refresh_open_flags(self) -> None:
+        """Recompute the queue columns from the flags of the task's latest inspection."""
+        blocking = self.flags.filter(
+            inspection_id=self.last_inspection_id, status__in=Flag.BLOCKING
+        ).order_by("-severity", "code")
+        codes = [f.code for f in blocking]
+        self.severity = max((f.severity for f in blocking), default=0)
+        self.open_flags = ",".join(codes)
+        self.save(update_fields=("severity", "open_flags"))
+
+
+class Sample(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="samples")
+    sample_id = models.CharField(max_length=200)
+    position = models.PositiveIntegerField()
+    completion = models.TextField()
+    model = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ("task", "position")
+        constraints = [
+            models.UniqueConstraint(fields=("task", "sample_id"), name="sample_id_unique_in_task")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task.task_id} {self.sample_id}"
+
+
+class Inspection(models.Model):
+    QUEUED = "queued"
+    RUNNING = "running"
+    ANALYSING = "analysing"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STATUS_CHOICES = [(s, s) for s in (QUEUED, RUNNING, ANALYSING, FINISHED, FAILED)]
+
+    version = models.ForeignKey(TaskSetVersion, on_delete=models.CASCADE, related_name="inspections")
+    status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=QUEUED)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    runs_total = models.PositiveIntegerField(default=0)
+    runs_done = models.PositiveIntegerField(default=0)
+    # The repeat counts, limits and sandbox backend this inspection ran with.
+    config = models.JSONField(default=dict)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ("-id",)
+
+    def __str__(self) -> str:
+        return f"inspection #{self.pk} of {self.version}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (Inspection.QUEUED, Inspection.RUNNING, Inspection.ANALYSING)
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.runs_done / self.runs_total) if self.runs_total else 100
+
+
+class Run(models.Model):
+    REFERENCE = "reference"
+    SAMPLE = "sample"
+    PROBE = "probe"
+    KIND_CHOICES = [(k, k) for k in (REFERENCE, SAMPLE, PROBE)]
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    STATUS_CHOICES = [(s, s) for s in (QUEUED, RUNNING, DONE)]
+
+    inspection = models.ForeignKey(Inspection, on_delete=models.CASCADE, related_name="runs")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="runs")
+    kind = models.CharField(max_length=10, choices=KIND_CHOICES)
+    sample = models.ForeignKey(Sample, null=True, blank=True, on_delete=models.CASCADE)
+    probe = models.CharField(max_length=40, blank=True)
+    repeat = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=8, choices=STATUS_CHOICES, default=QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    outcome = models.CharField(max_length=20, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True)
+    stdout_tail = models.TextField(blank=True)
+    stderr_tail = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [
+            models.Index(fields=("inspection", "status"), name="run_progress_idx"),
+            models.Index(fields=("status", "lease_expires_at"), name="run_lease_idx"),
+            models.Index(fields=("task", "inspection"), name="run_task_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run #{self.pk} {self.solution_label} of {self.task_id}"
+
+    @property
+    def solution_key(self) -> str:
+        if self.kind == Run.SAMPLE:
+            return self.sample.sample_id
+        if self.kind == Run.PROBE:
+            return self.probe
+        return Run.REFERENCE
+
+    @property
+    def solution_label(self) -> str:
+        if self.kind == Run.SAMPLE:
+            return f"sample {self.sample.sample_id}"
+        if self.kind == Run.PROBE:
+            return f"{self.probe} probe"
+        return "reference"
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+    @property
+    def timed_out(self) -> bool:
+        return self.outcome == "timed_out"
+
+
+class Flag(models.Model):
+    OPEN = "open"
+    CONFIRMED = "confirmed"
+    DISMISSED = "dismissed"
+    STATUS_CHOICES = [(s, s) for s in (OPEN, CONFIRMED, DISMISSED)]
+    # A flag keeps its task out of the manifest until a reviewer dismisses it.
+    BLOCKING = (OPEN, CONFIRMED)
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="flags")
+    inspection = models.ForeignKey(Inspection, on_delete=models.CASCADE, related_name="flags")
+    code = models.CharField(max_length=30)
+    severity = models.PositiveSmallIntegerField()
+    explanation = models.TextField()
+    evidence_run_ids = models.JSONField(default=list)
+    status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=OPEN)
+    note = models.TextField(blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-severity", "code")
+        constraints = [
+            models.UniqueConstraint(
+                fields=("inspection", "task", "code"), name="flag_once_per_inspection"
+            )
+        ]
+        indexes = [models.Index(fields=("code", "status"), name="flag_code_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.code} on {self.task_id}"
+
+    @transaction.atomic
+    def confirm(self, *, by, note: str = "") -> ReviewEvent:
+        return self._review(by=by, status=Flag.CONFIRMED, note=note, action=ReviewEvent.CONFIRM)
+
+    @transaction.atomic
+    def dismiss(self, *, by, note: str) -> ReviewEvent:
+        if not note.strip():
+            raise ValueError("A note is required to dismiss a flag: say why it is not a defect.")
+        return self._review(by=by, status=Flag.DISMISSED, note=note, action=ReviewEvent.DISMISS)
+
+    def _review(self, *, by, status: str, note: str, action: str) -> ReviewEvent:
+        self.status = status
+        self.note = note.strip()
+        self.reviewed_by = by
+        self.reviewed_at = timezone.now()
+        self.save(update_fields=("status", "note", "reviewed_by", "reviewed_at"))
+        self.task.refresh_open_flags()
+        return ReviewEvent.objects.create(
+            task=self.task, actor=by, action=action, flag=self, note=self.note
+        )
+
+
+class ReviewEvent(models.Model):
+    """The audit trail: who did what to a task, and when."""
+
+    CONFIRM = "confirm_flag"
+    DISMISS = "dismiss_flag"
+    QUARANTINE = "quarantine"
+    RELEASE = "release"
+    ACTION_CHOICES = [
+        (CONFIRM, "confirmed a flag"),
+        (DISMISS, "dismissed a flag"),
+        (QUARANTINE, "quarantined"),
+        (RELEASE, "released"),
+    ]
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=20, choices=ACTION_CHOICES)
+    flag = models.ForeignKey(Flag, null=True, blank=True, on_delete=models.SET_NULL)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} {self.task_id}"

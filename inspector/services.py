@@ -1,0 +1,599 @@
+"""Workflows over several rows: importing a task set, running an inspection, turning its runs
+into flags, sweeping lost runs, and exporting what is clean. Views, Celery tasks and management
+commands call these; they hold no logic of their own."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import BinaryIO
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef
+from django.utils import timezone
+
+from inspector.detect.flags import analyse_runs
+from inspector.formats.humaneval import NULL_PROBE_COMPLETION, humaneval_program, read_taskset
+from inspector.models import (
+    Flag,
+    Inspection,
+    Run,
+    Sample,
+    Task,
+    TaskSet,
+    TaskSetVersion,
+)
+from workers.sandbox import Execution, Limits, Outcome, SandboxUnavailable, get_sandbox
+
+logger = logging.getLogger(__name__)
+
+TASKSET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+NULL_PROBE = "null"
+
+
+class ServiceError(Exception):
+    """A request the platform refuses, with a message the user can act on."""
+
+
+# --- Import ------------------------------------------------------------------------------------
+
+
+def taskset_import(
+    *,
+    name: str,
+    tasks_file: BinaryIO,
+    tasks_name: str,
+    samples_file: BinaryIO | None = None,
+    samples_name: str = "",
+    by=None,
+) -> TaskSetVersion:
+    """Parse an upload whole, then store it as the next version of the named task set.
+
+    Raises TaskSetFormatError (every bad line, with file, line and field) or ServiceError;
+    either way nothing is stored."""
+    name = name.strip()
+    if not TASKSET_NAME_RE.match(name):
+        raise ServiceError(
+            f"Task-set name {name!r} is not valid: use letters, digits, '.', '_' and '-' "
+            "(up to 200 characters, starting with a letter or digit)."
+        )
+    parsed = read_taskset(
+        tasks_file,
+        tasks_name=tasks_name,
+        samples_file=samples_file,
+        samples_name=samples_name,
+        max_bytes=settings.UPLOAD_MAX_BYTES,
+    )
+    with transaction.atomic():
+        taskset, _ = TaskSet.objects.get_or_create(name=name, defaults={"created_by": by})
+        taskset = TaskSet.objects.select_for_update().get(pk=taskset.pk)
+        last = taskset.versions.order_by("-number").values_list("number", flat=True).first()
+        version = TaskSetVersion.objects.create(
+            taskset=taskset,
+            number=(last or 0) + 1,
+            created_by=by,
+            tasks_filename=tasks_name,
+            samples_filename=samples_name,
+            task_count=len(parsed.tasks),
+            sample_count=len(parsed.samples),
+        )
+        tasks = Task.objects.bulk_create(
+            [
+                Task(
+                    version=version,
+                    task_id=t.task_id,
+                    position=i,
+                    prompt=t.prompt,
+                    canonical_solution=t.canonical_solution,
+                    test=t.test,
+                    entry_point=t.entry_point,
+                    domain=t.domain,
+                    metadata=t.metadata,
+                    source=t.source,
+                    content_hash=t.content_hash,
+                )
+                for i, t in enumerate(parsed.tasks)
+            ],
+            batch_size=500,
+        )
+        pk_of = {t.task_id: t.pk for t in tasks}
+        Sample.objects.bulk_create(
+            [
+                Sample(
+                    task_id=pk_of[s.task_id],
+                    sample_id=s.sample_id,
+                    position=i,
+                    completion=s.completion,
+                    model=s.model,
+                )
+                for i, s in enumerate(parsed.samples)
+            ],
+            batch_size=500,
+        )
+    logger.info(
+        "imported task set %s v%s: %s tasks, %s samples",
+        name,
+        version.number,
+        version.task_count,
+        version.sample_count,
+    )
+    return version
+
+
+def taskset_latest_version(*, name: str) -> TaskSetVersion:
+    version = (
+        TaskSetVersion.objects.filter(taskset__name=name).select_related("taskset").order_by("-number")
+    ).first()
+    if version is None:
+        known = ", ".join(TaskSet.objects.values_list("name", flat=True)[:20]) or "none yet"
+        raise ServiceError(f"No task set named {name!r} (task sets: {known}).")
+    return version
+
+
+# --- Inspection --------------------------------------------------------------------------------
+
+
+def inspection_config() -> dict:
+    return {
+        "reference_repeats": settings.INSPECT_REFERENCE_REPEATS,
+        "sample_repeats": settings.INSPECT_SAMPLE_REPEATS,
+        "probe_repeats": settings.INSPECT_PROBE_REPEATS,
+        "sandbox_backend": settings.SANDBOX_BACKEND,
+        "wall_seconds": settings.RUN_WALL_SECONDS,
+        "memory_mb": settings.RUN_MEMORY_MB,
+        "max_processes": settings.RUN_MAX_PROCESSES,
+        "output_bytes": settings.RUN_OUTPUT_BYTES,
+    }
+
+
+@transaction.atomic
+def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
+    """Create every run of an inspection and hand them to the workers once committed."""
+    running = version.inspections.filter(
+        status__in=(Inspection.QUEUED, Inspection.RUNNING, Inspection.ANALYSING)
+    ).first()
+    if running is not None:
+        raise ServiceError(
+            f"Inspection #{running.pk} of {version} is still {running.status} "
+            f"({running.runs_done}/{running.runs_total} runs); wait for it to finish."
+        )
+    config = inspection_config()
+    inspection = Inspection.objects.create(version=version, created_by=by, config=config)
+    samples_of: dict[int, list[int]] = {}
+    for sample_pk, task_pk in Sample.objects.filter(task__version=version).values_list(
+        "pk", "task_id"
+    ):
+        samples_of.setdefault(task_pk, []).append(sample_pk)
+
+    def runs_of(task_pk: int) -> Iterator[Run]:
+        base = {"inspection": inspection, "task_id": task_pk}
+        for r in range(1, config["reference_repeats"] + 1):
+            yield Run(kind=Run.REFERENCE, repeat=r, **base)
+        for sample_pk in samples_of.get(task_pk, ()):
+            for r in range(1, config["sample_repeats"] + 1):
+                yield Run(kind=Run.SAMPLE, sample_id=sample_pk, repeat=r, **base)
+        for r in range(1, config["probe_repeats"] + 1):
+            yield Run(kind=Run.PROBE, probe=NULL_PROBE, repeat=r, **base)
+
+    task_pks = list(version.tasks.order_by("position").values_list("pk", flat=True))
+    batch: list[Run] = []
+    total = 0
+    for task_pk in task_pks:
+        batch.extend(runs_of(task_pk))
+        if len(batch) >= 5000:
+            Run.objects.bulk_create(batch)
+            total += len(batch)
+            batch = []
+    Run.objects.bulk_create(batch)
+    total += len(batch)
+    inspection.runs_total = total
+    inspection.save(update_fields=("runs_total",))
+    from workers.tasks import inspection_dispatch
+
+    inspection_dispatch.delay_on_commit(inspection.pk)
+    logger.info("inspection %s of %s created with %s runs", inspection.pk, version, total)
+    return inspection
+
+
+def inspection_dispatch(*, inspection_id: int) -> int:
+    """Send every queued run of the inspection to the sandbox queue; returns how many."""
+    from workers.tasks import run_execute
+
+    now = timezone.now()
+    Inspection.objects.filter(pk=inspection_id, status=Inspection.QUEUED).update(
+        status=Inspection.RUNNING, started_at=now, updated_at=now
+    )
+    run_ids = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).values_list(
+        "pk", flat=True
+    )
+    sent = 0
+    with run_execute.app.producer_or_acquire() as producer:
+        for run_id in run_ids.iterator(chunk_size=2000):
+            run_execute.apply_async((run_id,), producer=producer)
+            sent += 1
+    logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
+    return sent
+
+
+@functools.cache
+def _sandbox():
+    return get_sandbox(
+        settings.SANDBOX_BACKEND,
+        allow_unsandboxed=settings.SANDBOX_ALLOW_UNSANDBOXED,
+        python=settings.SANDBOX_PYTHON or None,
+    )
+
+
+def run_limits() -> Limits:
+    return Limits(
+        wall_seconds=settings.RUN_WALL_SECONDS,
+        memory_bytes=settings.RUN_MEMORY_MB * 1024 * 1024,
+        max_processes=settings.RUN_MAX_PROCESSES,
+        output_bytes=settings.RUN_OUTPUT_BYTES,
+        tail_bytes=settings.RUN_TAIL_BYTES,
+    )
+
+
+def run_program(run: Run) -> str:
+    task = run.task
+    if run.kind == Run.REFERENCE:
+        completion = task.canonical_solution
+    elif run.kind == Run.SAMPLE:
+        completion = run.sample.completion
+    else:
+        completion = NULL_PROBE_COMPLETION
+    return humaneval_program(
+        prompt=task.prompt, completion=completion, test=task.test, entry_point=task.entry_point
+    )
+
+
+def run_execute(*, run_id: int, worker: str = "") -> Run | None:
+    """Claim a queued run, execute it in the sandbox and record the outcome exactly once.
+
+    Returns None when another worker has the run (a redelivered message)."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
+    claimed = Run.objects.filter(pk=run_id, status=Run.QUEUED).update(
+        status=Run.RUNNING,
+        attempts=F("attempts") + 1,
+        lease_expires_at=lease,
+        worker=worker[:200],
+        started_at=now,
+    )
+    if not claimed:
+        logger.info("run %s: already claimed or finished, skipping", run_id)
+        return None
+    run = Run.objects.select_related("task", "sample", "inspection").get(pk=run_id)
+    if run.inspection.status == Inspection.FAILED:
+        _run_record_error(run, f"inspection #{run.inspection_id} failed: {run.inspection.error}")
+        return run
+    try:
+        execution = _sandbox().run_python(run_program(run), limits=run_limits())
+    except SandboxUnavailable as exc:
+        message = f"sandbox unavailable: {exc}"
+        logger.error("run %s of inspection %s: %s", run_id, run.inspection_id, message)
+        Inspection.objects.filter(
+            pk=run.inspection_id, status__in=(Inspection.QUEUED, Inspection.RUNNING)
+        ).update(status=Inspection.FAILED, error=message, finished_at=timezone.now())
+        _run_record_error(run, message)
+        return run
+    if execution.outcome == Outcome.SANDBOX_ERROR and run.attempts < settings.RUN_MAX_ATTEMPTS:
+        logger.warning("run %s: sandbox error, retrying: %s", run_id, execution.error)
+        if Run.objects.filter(pk=run_id, status=Run.RUNNING, attempts=run.attempts).update(
+            status=Run.QUEUED, error=execution.error[:2000]
+        ):
+            _run_enqueue([run_id])
+        return run
+    _run_record(run, execution)
+    return run
+
+
+def _run_record(run: Run, execution: Execution) -> None:
+    finished = timezone.now()
+    # The attempts guard keeps a stale worker, whose run was swept and re-queued, from
+    # overwriting the newer attempt's result.
+    updated = Run.objects.filter(pk=run.pk, status=Run.RUNNING, attempts=run.attempts).update(
+        status=Run.DONE,
+        outcome=str(execution.outcome),
+        exit_code=execution.exit_code,
+        duration=execution.duration,
+        stdout_tail=execution.stdout_tail,
+        stderr_tail=execution.stderr_tail,
+        error=execution.error[:2000],
+        finished_at=finished,
+        lease_expires_at=None,
+    )
+    if updated:
+        run.outcome = str(execution.outcome)
+        _inspection_progress(run.inspection_id)
+
+
+def _run_record_error(run: Run, message: str) -> None:
+    _run_record(
+        run,
+        Execution(
+            outcome=Outcome.SANDBOX_ERROR,
+            exit_code=None,
+            duration=0.0,
+            stdout_tail="",
+            stderr_tail="",
+            error=message,
+        ),
+    )
+
+
+def _inspection_progress(inspection_id: int) -> None:
+    now = timezone.now()
+    Inspection.objects.filter(pk=inspection_id).update(runs_done=F("runs_done") + 1, updated_at=now)
+    # Checked after our own write committed, so the last of two concurrent finishers sees none.
+    unfinished = Run.objects.filter(
+        inspection_id=inspection_id, status__in=(Run.QUEUED, Run.RUNNING)
+    ).exists()
+    if unfinished:
+        return
+    moved = Inspection.objects.filter(
+        pk=inspection_id, status__in=(Inspection.QUEUED, Inspection.RUNNING)
+    ).update(status=Inspection.ANALYSING, updated_at=now)
+    if moved:
+        from workers.tasks import inspection_analyse
+
+        inspection_analyse.delay(inspection_id)
+
+
+def _run_enqueue(run_ids: list[int]) -> None:
+    from workers.tasks import run_execute
+
+    def send() -> None:
+        with run_execute.app.producer_or_acquire() as producer:
+            for run_id in run_ids:
+                run_execute.apply_async((run_id,), producer=producer)
+
+    transaction.on_commit(send)
+
+
+def inspection_analyse(*, inspection_id: int) -> Inspection:
+    """Turn the inspection's runs into flags and per-task figures (pandas, in detect/)."""
+    inspection = Inspection.objects.select_related("version").get(pk=inspection_id)
+    rows = Run.objects.filter(inspection_id=inspection_id).values_list(
+        "pk", "task_id", "kind", "sample__sample_id", "probe", "outcome"
+    )
+    records = [
+        {
+            "run_id": pk,
+            "task_key": task_pk,
+            "solution_kind": kind,
+            "solution_key": sample_id if kind == Run.SAMPLE else (probe or Run.REFERENCE),
+            "outcome": outcome,
+        }
+        for pk, task_pk, kind, sample_id, probe, outcome in rows.iterator(chunk_size=5000)
+    ]
+    analysis = analyse_runs(records)
+    with transaction.atomic():
+        Flag.objects.filter(inspection_id=inspection_id).delete()
+        # A reviewer's dismissal holds across re-inspections of the same task.
+        dismissed = {
+            (task_pk, code): (note, reviewer)
+            for task_pk, code, note, reviewer in Flag.objects.filter(
+                task__version_id=inspection.version_id, status=Flag.DISMISSED
+            )
+            .order_by("reviewed_at")
+            .values_list("task_id", "code", "note", "reviewed_by")
+        }
+        flags = []
+        for finding in analysis.findings:
+            carried = dismissed.get((finding.task_key, str(finding.code)))
+            flags.append(
+                Flag(
+                    task_id=finding.task_key,
+                    inspection_id=inspection_id,
+                    code=str(finding.code),
+                    severity=finding.severity,
+                    explanation=finding.explanation,
+                    evidence_run_ids=list(finding.evidence_run_ids),
+                    status=Flag.DISMISSED if carried else Flag.OPEN,
+                    note=f"(kept from an earlier dismissal) {carried[0]}" if carried else "",
+                    reviewed_by_id=carried[1] if carried else None,
+                    reviewed_at=timezone.now() if carried else None,
+                )
+            )
+        Flag.objects.bulk_create(flags, batch_size=1000)
+        blocking: dict[int, list[Flag]] = {}
+        for flag in flags:
+            if flag.status in Flag.BLOCKING:
+                blocking.setdefault(flag.task_id, []).append(flag)
+        tasks = list(
+            Task.objects.filter(version_id=inspection.version_id).only(
+                "pk", "severity", "open_flags", "last_inspection", "runs_count"
+            )
+        )
+        for task in tasks:
+            stats = analysis.stats.get(task.pk)
+            mine = sorted(blocking.get(task.pk, []), key=lambda f: (-f.severity, f.code))
+            task.last_inspection_id = inspection_id
+            task.severity = max((f.severity for f in mine), default=0)
+            task.open_flags = ",".join(f.code for f in mine)
+            task.runs_count = stats.runs if stats else 0
+            task.reference_pass_rate = stats.reference_pass_rate if stats else None
+            task.sample_pass_rate = stats.sample_pass_rate if stats else None
+        Task.objects.bulk_update(
+            tasks,
+            (
+                "last_inspection",
+                "severity",
+                "open_flags",
+                "runs_count",
+                "reference_pass_rate",
+                "sample_pass_rate",
+            ),
+            batch_size=1000,
+        )
+        now = timezone.now()
+        Inspection.objects.filter(pk=inspection_id).update(
+            status=Inspection.FINISHED,
+            finished_at=now,
+            updated_at=now,
+        )
+    logger.info(
+        "inspection %s analysed: %s flags on %s tasks", inspection_id, len(flags), len(tasks)
+    )
+    inspection.refresh_from_db()
+    return inspection
+
+
+def runs_sweep(*, now=None) -> dict[str, int]:
+    """Finish or re-queue runs whose worker vanished, and wake inspections that stalled."""
+    now = now or timezone.now()
+    requeued: list[int] = []
+    abandoned = 0
+    for run_id, attempts, inspection_id in Run.objects.filter(
+        status=Run.RUNNING, lease_expires_at__lt=now
+    ).values_list("pk", "attempts", "inspection_id"):
+        stale = Run.objects.filter(pk=run_id, status=Run.RUNNING, attempts=attempts)
+        if attempts >= settings.RUN_MAX_ATTEMPTS:
+            reason = f"worker lost: the run never finished in {attempts} attempts"
+            if stale.update(
+                status=Run.DONE, outcome=str(Outcome.SANDBOX_ERROR), error=reason, finished_at=now
+            ):
+                logger.warning("run %s of inspection %s: %s", run_id, inspection_id, reason)
+                abandoned += 1
+                _inspection_progress(inspection_id)
+        elif stale.update(status=Run.QUEUED, error="re-queued: its worker stopped answering"):
+            logger.warning("run %s of inspection %s: lease expired, re-queued", run_id, inspection_id)
+            requeued.append(run_id)
+    # A broker that lost messages (a worker killed while holding them) leaves runs queued
+    # with nobody working on them; sending them again is safe because runs are claimed.
+    stall = timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
+    stalled = Inspection.objects.filter(status=Inspection.RUNNING, updated_at__lt=now - stall)
+    resent = 0
+    for inspection_id in stalled.values_list("pk", flat=True):
+        ids = list(
+            Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).values_list(
+                "pk", flat=True
+            )
+        )
+        Inspection.objects.filter(pk=inspection_id).update(updated_at=now)
+        requeued.extend(ids)
+        resent += len(ids)
+    stuck = Inspection.objects.filter(status=Inspection.ANALYSING, updated_at__lt=now - stall)
+    reanalysed = 0
+    for inspection_id in stuck.values_list("pk", flat=True):
+        from workers.tasks import inspection_analyse
+
+        Inspection.objects.filter(pk=inspection_id).update(updated_at=now)
+        inspection_analyse.delay(inspection_id)
+        reanalysed += 1
+    if requeued:
+        _run_enqueue(sorted(set(requeued)))
+    return {"requeued": len(requeued) - resent, "resent": resent, "abandoned": abandoned,
+            "reanalysed": reanalysed}
+
+
+# --- Review ------------------------------------------------------------------------------------
+
+
+def review_queue(
+    *, flag: str = "", status: str = "", taskset: str = "", flagged_only: bool = True
+):
+    """The tasks of each task set's latest version, most severe first."""
+    latest = TaskSetVersion.objects.filter(
+        number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
+        .order_by("-number")
+        .values("number")[:1]
+    )
+    if taskset:
+        latest = latest.filter(taskset__name=taskset)
+    tasks = Task.objects.filter(version__in=latest.values("pk")).select_related(
+        "version__taskset"
+    )
+    if flag:
+        tasks = tasks.filter(
+            Exists(
+                Flag.objects.filter(
+                    task=OuterRef("pk"),
+                    inspection=OuterRef("last_inspection"),
+                    code=flag,
+                    status__in=Flag.BLOCKING,
+                )
+            )
+        )
+    elif flagged_only and status != Task.QUARANTINED:
+        tasks = tasks.filter(severity__gt=0)
+    if status:
+        tasks = tasks.filter(status=status)
+    return tasks.order_by("-severity", "id")
+
+
+# --- Export ------------------------------------------------------------------------------------
+
+
+def clean_tasks(*, version: TaskSetVersion):
+    """Active, inspected (its reference really ran), and with no flag still blocking it."""
+    blocking = Flag.objects.filter(
+        task=OuterRef("pk"), inspection=OuterRef("last_inspection"), status__in=Flag.BLOCKING
+    )
+    return (
+        version.tasks.filter(
+            status=Task.ACTIVE,
+            last_inspection__status=Inspection.FINISHED,
+            reference_pass_rate__isnull=False,
+        )
+        .exclude(Exists(blocking))
+        .order_by("position")
+    )
+
+
+def manifest_lines(*, taskset_name: str) -> Iterator[dict]:
+    """The clean tasks of the latest version, each line the task's own fields plus `quality`."""
+    version = taskset_latest_version(name=taskset_name)
+    for task in clean_tasks(version=version).iterator(chunk_size=1000):
+        line = dict(task.source)
+        line["quality"] = {
+            "content_hash": task.content_hash,
+            "taskset": version.taskset.name,
+            "taskset_version": version.number,
+            "inspection_id": task.last_inspection_id,
+            "reference_pass_rate": task.reference_pass_rate,
+            "sample_pass_rate": task.sample_pass_rate,
+        }
+        yield line
+
+
+def report_lines(*, taskset_name: str) -> Iterator[dict]:
+    """One line per task of the latest version: its flags, status and figures."""
+    version = taskset_latest_version(name=taskset_name)
+    flags_of: dict[int, list[Flag]] = {}
+    for flag in Flag.objects.filter(
+        task__version=version, inspection_id=F("task__last_inspection_id")
+    ).order_by("-severity", "code"):
+        flags_of.setdefault(flag.task_id, []).append(flag)
+    for task in version.tasks.order_by("position").iterator(chunk_size=1000):
+        flags = flags_of.get(task.pk, [])
+        yield {
+            "task_id": task.task_id,
+            "flags": [f.code for f in flags],
+            "flag_status": {f.code: f.status for f in flags},
+            "status": task.status,
+            "stats": {
+                "runs": task.runs_count,
+                "reference_pass_rate": task.reference_pass_rate,
+                "sample_pass_rate": task.sample_pass_rate,
+                "inspection_id": task.last_inspection_id,
+                "content_hash": task.content_hash,
+            },
+        }
+
+
+
+# --- Workers -----------------------------------------------------------------------------------
+
+
+def workers_alive(*, timeout: float = 2.0) -> list[str]:
+    """Names of the Celery workers answering a ping on the configured broker."""
+    from inspector.celery import app
+
+    replies = app.control.ping(timeout=timeout) or []
+    return sorted(name for reply in replies for name in reply)

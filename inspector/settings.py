@@ -1,0 +1,203 @@
+"""One settings module. Every deployment choice is an environment variable with an embedded
+default that works on a fresh machine: SQLite, a Celery broker on the file system, the local
+bubblewrap sandbox. Production sets DATABASE_URL, CELERY_BROKER_URL and SANDBOX_BACKEND."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: str) -> bool:
+    value = os.environ.get(name, default)
+    if value not in ("", "True", "False"):
+        raise ImproperlyConfigured(f"Unexpected value {name}={value}, use 'True' or 'False'")
+    return value == "True"
+
+
+def envint(name: str, default: str) -> int:
+    value = os.environ.get(name, default)
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"Unexpected value {name}={value}, use a whole number") from None
+
+
+def envfloat(name: str, default: str) -> float:
+    value = os.environ.get(name, default)
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"Unexpected value {name}={value}, use a number") from None
+
+
+# Where the embedded defaults keep their state (SQLite file, broker folders, secret key).
+DATA_DIR = Path(env("INSPECTOR_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    if "SECRET_KEY" in os.environ:
+        return os.environ["SECRET_KEY"]
+    # A fresh machine gets its own key, kept across restarts; never a key committed to git.
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = envbool("DEBUG", "False")
+ALLOWED_HOSTS = [h for h in env("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in env("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.humanize",
+    "inspector",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+]
+
+ROOT_URLCONF = "inspector.urls"
+WSGI_APPLICATION = "inspector.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL", f"sqlite:///{DATA_DIR / 'inspector.sqlite3'}"), conn_max_age=60
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web server and workers write at once: WAL lets readers go on, IMMEDIATE avoids the
+    # deadlock-prone lock upgrade, and the timeout waits out a busy writer instead of failing.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "inspector-home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Uploads larger than this many bytes (after decompression) are refused with a clear error.
+UPLOAD_MAX_BYTES = envint("UPLOAD_MAX_BYTES", str(200 * 1024 * 1024))
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# --- Celery -------------------------------------------------------------------------------------
+BROKER_DIR = DATA_DIR / "broker"
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://localhost//")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for sub in ("queue", "control"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "polling_interval": 0.2,
+    }
+else:
+    # Unacknowledged messages of a worker killed mid-run come back after this long; the run
+    # sweeper re-queues such runs sooner, and claiming a run makes the second delivery harmless.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+# A plain `celery -A inspector worker` consumes both; production may split them with -Q.
+CELERY_TASK_QUEUES = (
+    Queue("default", Exchange("default"), routing_key="default"),
+    Queue("sandbox", Exchange("sandbox"), routing_key="sandbox"),
+)
+CELERY_TASK_ROUTES = {"workers.run_execute": {"queue": "sandbox", "routing_key": "sandbox"}}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE = {
+    "sweep-runs": {"task": "workers.runs_sweep", "schedule": 30.0},
+}
+
+# --- Sandbox and inspection ---------------------------------------------------------------------
+SANDBOX_BACKEND = env("SANDBOX_BACKEND", "local")
+if SANDBOX_BACKEND not in ("local", "docker"):
+    raise ImproperlyConfigured(f"Unexpected value SANDBOX_BACKEND={SANDBOX_BACKEND}, use 'local'")
+SANDBOX_ALLOW_UNSANDBOXED = envbool("SANDBOX_ALLOW_UNSANDBOXED", "False")
+SANDBOX_PYTHON = env("SANDBOX_PYTHON", "")  # empty: /usr/bin/python3, else this interpreter
+
+RUN_WALL_SECONDS = envfloat("RUN_WALL_SECONDS", "10")
+RUN_MEMORY_MB = envint("RUN_MEMORY_MB", "1024")
+RUN_MAX_PROCESSES = envint("RUN_MAX_PROCESSES", "64")
+RUN_OUTPUT_BYTES = envint("RUN_OUTPUT_BYTES", str(1024 * 1024))
+RUN_TAIL_BYTES = envint("RUN_TAIL_BYTES", "4096")
+# A run claimed by a worker that vanished is re-queued after its wall limit plus this slack.
+RUN_LEASE_SLACK_SECONDS = envint("RUN_LEASE_SLACK_SECONDS", "60")
+RUN_MAX_ATTEMPTS = envint("RUN_MAX_ATTEMPTS", "3")
+
+# Repeats per solution. A check that fails at random half of the time gives n runs of one
+# solution the same outcome with probability 2 * 0.5**n; n = 6 catches it 96.9% of the time.
+INSPECT_REFERENCE_REPEATS = envint("INSPECT_REFERENCE_REPEATS", "6")
+INSPECT_SAMPLE_REPEATS = envint("INSPECT_SAMPLE_REPEATS", "2")
+INSPECT_PROBE_REPEATS = envint("INSPECT_PROBE_REPEATS", "1")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+from inspector import views
+
+urlpatterns = [
+    path("", views.home, name="inspector-home"),
+    path("tasksets/upload", views.taskset_upload, name="inspector-upload"),
+    path("tasksets/<str:name>/", views.taskset_detail, name="inspector-taskset"),
+    path("tasksets/<str:name>/inspect", views.taskset_inspect, name="inspector-inspect"),
+    path("tasksets/<str:name>/manifest.jsonl", views.taskset_manifest, name="inspector-manifest"),
+    path("tasksets/<str:name>/report.jsonl", views.taskset_report, name="inspector-report"),
+    path("inspections/<int:pk>/progress", views.inspection_progress, name="inspector-progress"),
+    path("queue/", views.queue, name="inspector-queue"),
+    path("tasks/<int:pk>/", views.task_detail, name="inspector-task"),
+    path("tasks/<int:pk>/quarantine", views.task_quarantine, name="inspector-quarantine"),
+    path("tasks/<int:pk>/release", views.task_release, name="inspector-release"),
+    path("flags/<int:pk>/confirm", views.flag_confirm, name="inspector-flag-confirm"),
+    path("flags/<int:pk>/dismiss", views.flag_dismiss, name="inspector-flag-dismiss"),
+    path("assets/plotly.min.js", views.plotly_js, name="inspector-plotly"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/", admin.site.urls),
+]

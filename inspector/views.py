@@ -1,0 +1,309 @@
+"""Web pages: thin adapters over services.py. Every state change is a CSRF-protected POST."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import urlencode
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_POST
+
+from inspector import charts, services
+from inspector.forms import DismissForm, QuarantineForm, QueueFilterForm, UploadForm
+from inspector.formats.humaneval import TaskSetFormatError
+from inspector.formats.jsonl import jsonl_stream
+from inspector.models import Flag, Inspection, Run, Task, TaskSet
+
+logger = logging.getLogger(__name__)
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    tasksets = TaskSet.objects.annotate(version_count=Count("versions")).order_by("name")
+    rows = [(ts, ts.latest_version()) for ts in tasksets]
+    return render(
+        request,
+        "inspector/taskset_list.html",
+        {"rows": rows, "form": UploadForm(), "flagged": Task.objects.filter(severity__gt=0).count()},
+    )
+
+
+@require_POST
+def taskset_upload(request: HttpRequest) -> HttpResponse:
+    form = UploadForm(request.POST, request.FILES)
+    problems: list[str] = []
+    if form.is_valid():
+        tasks_file = form.cleaned_data["tasks_file"]
+        samples_file = form.cleaned_data.get("samples_file")
+        try:
+            version = services.taskset_import(
+                name=form.cleaned_data["name"],
+                tasks_file=tasks_file,
+                tasks_name=tasks_file.name,
+                samples_file=samples_file,
+                samples_name=samples_file.name if samples_file else "",
+                by=request.user,
+            )
+        except TaskSetFormatError as exc:
+            problems = [str(issue) for issue in exc.issues]
+        except services.ServiceError as exc:
+            problems = [str(exc)]
+        else:
+            messages.success(
+                request,
+                f"Imported {version.task_count} tasks and {version.sample_count} samples "
+                f"as {version}.",
+            )
+            return redirect(version.taskset)
+    tasksets = TaskSet.objects.order_by("name")
+    return render(
+        request,
+        "inspector/taskset_list.html",
+        {
+            "rows": [(ts, ts.latest_version()) for ts in tasksets],
+            "form": form,
+            "problems": problems[:200],
+            "problem_count": len(problems),
+        },
+        status=400,
+    )
+
+
+def _get_taskset(name: str) -> TaskSet:
+    return get_object_or_404(TaskSet, name=name)
+
+
+@require_GET
+def taskset_detail(request: HttpRequest, name: str) -> HttpResponse:
+    taskset = _get_taskset(name)
+    versions = list(taskset.versions.order_by("-number"))
+    latest = versions[0] if versions else None
+    inspection = latest.latest_inspection() if latest else None
+    context = {
+        "taskset": taskset,
+        "versions": versions,
+        "latest": latest,
+        "inspection": inspection,
+        "inspections": latest.inspections.order_by("-id")[:20] if latest else [],
+    }
+    if latest is not None:
+        tasks = latest.tasks.all()
+        context["flag_counts"] = (
+            Flag.objects.filter(task__version=latest, inspection_id=_last_finished_id(latest))
+            .values("code")
+            .annotate(n=Count("id"))
+            .order_by("-n")
+        )
+        context["quarantined"] = tasks.filter(status=Task.QUARANTINED).count()
+        context["clean"] = services.clean_tasks(version=latest).count()
+        context["chart"] = charts.pass_rate_scatter(latest)
+    return render(request, "inspector/taskset_detail.html", context)
+
+
+def _last_finished_id(version) -> int | None:
+    return (
+        version.inspections.filter(status=Inspection.FINISHED)
+        .order_by("-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+@require_POST
+def taskset_inspect(request: HttpRequest, name: str) -> HttpResponse:
+    taskset = _get_taskset(name)
+    try:
+        inspection = services.inspection_start(
+            version=services.taskset_latest_version(name=taskset.name), by=request.user
+        )
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request, f"Inspection #{inspection.pk} started: {inspection.runs_total} sandbox runs."
+        )
+    return redirect(taskset)
+
+
+@require_GET
+def taskset_manifest(request: HttpRequest, name: str) -> StreamingHttpResponse:
+    taskset = _get_taskset(name)
+    version = services.taskset_latest_version(name=taskset.name)
+    response = StreamingHttpResponse(
+        jsonl_stream(services.manifest_lines(taskset_name=taskset.name)),
+        content_type="application/jsonl; charset=utf-8",
+    )
+    filename = f"{taskset.name}-v{version.number}-manifest.jsonl"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+def taskset_report(request: HttpRequest, name: str) -> StreamingHttpResponse:
+    taskset = _get_taskset(name)
+    version = services.taskset_latest_version(name=taskset.name)
+    response = StreamingHttpResponse(
+        jsonl_stream(services.report_lines(taskset_name=taskset.name)),
+        content_type="application/jsonl; charset=utf-8",
+    )
+    filename = f"{taskset.name}-v{version.number}-report.jsonl"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
+    inspection = get_object_or_404(Inspection, pk=pk)
+    return JsonResponse(
+        {
+            "id": inspection.pk,
+            "status": inspection.status,
+            "runs_done": inspection.runs_done,
+            "runs_total": inspection.runs_total,
+            "percent": inspection.percent,
+            "error": inspection.error,
+        }
+    )
+
+
+@require_GET
+def queue(request: HttpRequest) -> HttpResponse:
+    form = QueueFilterForm(request.GET or None)
+    filters = form.cleaned_data if form.is_valid() else {}
+    tasks = services.review_queue(
+        flag=filters.get("flag") or "",
+        status=filters.get("status") or "",
+        taskset=filters.get("taskset") or "",
+    )
+    page = Paginator(tasks, 50).get_page(request.GET.get("page"))
+    query = {k: v for k, v in filters.items() if v}
+    return render(
+        request,
+        "inspector/queue.html",
+        {"form": form, "page": page, "query": urlencode(query)},
+    )
+
+
+def _get_task(pk: int) -> Task:
+    return get_object_or_404(Task.objects.select_related("version__taskset"), pk=pk)
+
+
+@require_GET
+def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    task = _get_task(pk)
+    flags = list(
+        task.flags.filter(inspection_id=task.last_inspection_id).select_related("reviewed_by")
+    )
+    evidence_ids = {run_id for flag in flags for run_id in flag.evidence_run_ids}
+    runs = {
+        run.pk: run
+        for run in Run.objects.filter(pk__in=evidence_ids).select_related("sample")
+    }
+    for flag in flags:
+        flag.evidence_runs = [runs[i] for i in flag.evidence_run_ids if i in runs][:12]
+        flag.evidence_more = max(0, len(flag.evidence_run_ids) - 12)
+    inspections = (
+        Inspection.objects.filter(runs__task=task)
+        .distinct()
+        .order_by("-id")
+        .prefetch_related("flags")
+    )
+    history = [
+        {
+            "inspection": insp,
+            "runs": Run.objects.filter(inspection=insp, task=task).select_related("sample"),
+            "flags": [f for f in insp.flags.all() if f.task_id == task.pk],
+        }
+        for insp in inspections[:10]
+    ]
+    return render(
+        request,
+        "inspector/task_detail.html",
+        {
+            "task": task,
+            "flags": flags,
+            "history": history,
+            "events": task.events.select_related("actor", "flag"),
+            "samples": task.samples.all()[:50],
+            "quarantine_form": QuarantineForm(),
+            "dismiss_form": DismissForm(),
+        },
+    )
+
+
+def _back(request: HttpRequest, task: Task) -> HttpResponseRedirect:
+    nxt = request.POST.get("next", "")
+    if nxt.startswith("/") and not nxt.startswith("//"):
+        return HttpResponseRedirect(nxt)
+    return redirect(task)
+
+
+@require_POST
+def task_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
+    task = _get_task(pk)
+    form = QuarantineForm(request.POST)
+    if form.is_valid():
+        task.quarantine(by=request.user, reason=form.cleaned_data["reason"])
+        messages.success(request, f"{task.task_id} is quarantined: it stays out of the manifest.")
+    else:
+        messages.error(request, "A reason is required to quarantine a task.")
+    return _back(request, task)
+
+
+@require_POST
+def task_release(request: HttpRequest, pk: int) -> HttpResponse:
+    task = _get_task(pk)
+    task.release(by=request.user, note=request.POST.get("note", ""))
+    messages.success(request, f"{task.task_id} is released.")
+    return _back(request, task)
+
+
+def _get_flag(pk: int) -> Flag:
+    return get_object_or_404(Flag.objects.select_related("task"), pk=pk)
+
+
+@require_POST
+def flag_confirm(request: HttpRequest, pk: int) -> HttpResponse:
+    flag = _get_flag(pk)
+    flag.confirm(by=request.user, note=request.POST.get("note", ""))
+    messages.success(request, f"Confirmed {flag.code} on {flag.task.task_id}.")
+    return _back(request, flag.task)
+
+
+@require_POST
+def flag_dismiss(request: HttpRequest, pk: int) -> HttpResponse:
+    flag = _get_flag(pk)
+    form = DismissForm(request.POST)
+    if form.is_valid():
+        flag.dismiss(by=request.user, note=form.cleaned_data["note"])
+        messages.success(request, f"Dismissed {flag.code} on {flag.task.task_id}.")
+    else:
+        messages.error(request, "A note is required to dismiss a flag: say why it is not a defect.")
+    return _back(request, flag.task)
+
+
+@functools.cache
+def _plotly_js() -> bytes:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().encode()
+
+
+@require_GET
+@cache_control(max_age=86400, public=True)
+def plotly_js(request: HttpRequest) -> HttpResponse:
+    # Served from the plotly package itself: the pages never load a script from elsewhere.
+    return HttpResponse(_plotly_js(), content_type="application/javascript")
+

@@ -1,0 +1,269 @@
+"""Run untrusted Python on this machine: in a bubblewrap sandbox, or (opt-in) without one."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from workers.sandbox.base import (
+    Execution,
+    Limits,
+    SandboxUnavailable,
+    classify,
+    execute,
+    kill_group,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_UID_BASE = 200_000
+_UID_SPREAD = 50_000
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/work",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONHASHSEED": "0",
+}
+NO_BWRAP = (
+    "bubblewrap (bwrap) is not installed: apt-get install bubblewrap; or set "
+    "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
+)
+_checks: dict[tuple[str, str, bool], str] = {}
+_checks_lock = threading.Lock()
+_warned = threading.Event()
+
+
+def default_python() -> str:
+    if os.path.exists("/usr/bin/python3"):
+        return "/usr/bin/python3"
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def _own_task_count() -> int:
+    """Processes and threads of this uid: RLIMIT_NPROC counts them all, not only the sandbox's."""
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += max(os.stat(f"/proc/{entry.name}/task").st_nlink - 2, 1)
+            except OSError:
+                continue
+    return count
+
+
+def _limiter(limits: Limits, uid: int | None) -> Callable[[], None]:
+    nproc = limits.max_processes
+    if uid is None:
+        # Not root: the sandbox keeps our uid, whose other processes count against NPROC too.
+        nproc += _own_task_count()
+    values = [
+        (resource.RLIMIT_AS, limits.memory_bytes),
+        (resource.RLIMIT_NPROC, nproc),
+        (resource.RLIMIT_FSIZE, limits.file_bytes),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_CPU, math.ceil(limits.wall_seconds) + 1),
+    ]
+
+    def apply() -> None:
+        # Root ignores RLIMIT_NPROC, so the run gets a uid of its own first.
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        for which, value in values:
+            resource.setrlimit(which, (value, value))
+
+    return apply
+
+
+def _remove_tree(path: str) -> None:
+    def unlock_and_retry(func: Callable[[str], object], target: str, _exc: object) -> None:
+        # Without root, a folder the program made read-only would otherwise stay behind.
+        os.chmod(os.path.dirname(target), 0o700)
+        func(target)
+
+    try:
+        shutil.rmtree(path, onerror=unlock_and_retry)
+    except OSError:
+        logger.exception("could not remove sandbox work folder %s", path)
+
+
+@contextmanager
+def work_folder(program: str, owner: int | None, parent: str | None = None) -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix="sandbox-", dir=parent)
+    try:
+        main = os.path.join(path, "main.py")
+        with open(main, "w", encoding="utf-8") as fh:
+            fh.write(program)
+        if owner is not None:
+            os.chown(main, owner, owner)
+            os.chown(path, owner, owner)
+        yield path
+    finally:
+        _remove_tree(path)
+
+
+class _LocalBase:
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        python: str | None = None,
+        uid_base: int = DEFAULT_UID_BASE,
+        work_root: str | None = None,
+    ) -> None:
+        self.python = python or default_python()
+        self.uid_base = uid_base
+        self.work_root = work_root
+        self._ready()
+
+    def _ready(self) -> None:
+        pass
+
+    def run_uid(self) -> int | None:
+        # Per worker process, so concurrent workers do not share one NPROC budget.
+        if os.geteuid() != 0:
+            return None
+        return self.uid_base + os.getpid() % _UID_SPREAD
+
+
+# Only /usr, read-only, and what _argv adds: not /etc, /home, /root, /var or the project.
+_BWRAP_OPTIONS = (
+    "--unshare-all --unshare-user --disable-userns --die-with-parent --new-session"
+    " --cap-drop ALL --hostname sandbox --ro-bind /usr /usr --symlink usr/bin /bin"
+    " --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/sbin /sbin"
+    " --proc /proc --dev /dev"
+).split()
+
+
+class LocalSandbox(_LocalBase):
+    """bubblewrap: no network, read-only /usr, private /work and /tmp, a uid of its own."""
+
+    def _ready(self) -> None:
+        found = shutil.which("bwrap")
+        if not found:
+            raise SandboxUnavailable(NO_BWRAP)
+        self.bwrap = found
+        # Start one sandbox per process, so a host without user namespaces fails early.
+        key = (self.bwrap, self.python, os.geteuid() == 0)
+        with _checks_lock:
+            if key not in _checks:
+                probe = self.run_python("", limits=Limits(wall_seconds=10))
+                _checks[key] = "" if probe.passed else (probe.error or probe.stderr_tail).strip()
+            problem = _checks[key]
+        if problem:
+            raise SandboxUnavailable(
+                f"bubblewrap cannot create its sandbox here: {problem}; or set "
+                "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
+            )
+
+    def _argv(self, folder: str, limits: Limits) -> list[str]:
+        argv = [self.bwrap, *_BWRAP_OPTIONS]
+        real = os.path.realpath(self.python)
+        if not real.startswith("/usr/"):
+            prefix = os.path.dirname(os.path.dirname(real))
+            argv += ["--ro-bind", prefix, prefix]
+        # Python itself needs nothing from /etc; the time zone is the only thing worth keeping.
+        if os.path.exists("/etc/localtime"):
+            argv += ["--ro-bind", "/etc/localtime", "/etc/localtime"]
+        # Sized, or writing to them could fill the host's memory.
+        for tmpfs in ("/dev/shm", "/tmp"):
+            argv += ["--size", str(limits.file_bytes), "--tmpfs", tmpfs]
+        # The root is a tmpfs: read-only, or the program could fill memory through it.
+        argv += ["--bind", folder, "/work", "--remount-ro", "/", "--chdir", "/work", "--clearenv"]
+        for name, value in SANDBOX_ENV.items():
+            argv += ["--setenv", name, value]
+        return [*argv, "--", self.python, "-I", "main.py"]
+
+    def run_python(self, program: str, *, limits: Limits) -> Execution:
+        uid = self.run_uid()
+        with work_folder(program, uid, self.work_root) as folder:
+            run = execute(
+                self._argv(folder, limits),
+                cwd=folder,
+                env=dict(SANDBOX_ENV),
+                limits=limits,
+                preexec=_limiter(limits, uid),
+                stop=_stop_bwrap,
+            )
+        # bwrap reports a child killed by signal N as exit status 128+N.
+        if run.exit_code is not None and 128 < run.exit_code <= 128 + 64:
+            run.exit_code = 128 - run.exit_code
+        return classify(run, limits, fault_prefix="bwrap: ")
+
+
+def _stop_bwrap(pid: int) -> None:
+    """Kill the sandbox's pid 1 (bwrap's child): the kernel then ends its whole pid namespace
+    and bwrap reaps it. Killing bwrap first would hand that pid 1 to the host's init, and it
+    would count against the uid's NPROC until that init gets round to reaping it."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            children = [int(child) for child in fh.read().split()]
+    except OSError:  # no CONFIG_PROC_CHILDREN, or bwrap is already gone
+        children = []
+    for child in children:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if not children:
+        kill_group(pid)
+
+
+class UnsandboxedSandbox(_LocalBase):
+    """The same limits and scrubbed environment, but the program sees the whole machine."""
+
+    name = "unsandboxed"
+
+    def _ready(self) -> None:
+        if not _warned.is_set():
+            _warned.set()
+            logger.warning(
+                "SANDBOX_ALLOW_UNSANDBOXED: untrusted code runs WITHOUT isolation (network, "
+                "files and other processes are reachable); install bubblewrap to fix this"
+            )
+
+    def run_python(self, program: str, *, limits: Limits) -> Execution:
+        uid = self.run_uid()
+        with work_folder(program, uid, self.work_root) as folder:
+            try:
+                run = execute(
+                    [self.python, "-I", "main.py"],
+                    cwd=folder,
+                    env={**SANDBOX_ENV, "HOME": folder},
+                    limits=limits,
+                    preexec=_limiter(limits, uid),
+                )
+            finally:
+                if uid is not None:
+                    _kill_uid(uid)
+        return classify(run, limits)
+
+
+def _kill_uid(uid: int) -> None:
+    """Without a pid namespace, a child that left our process group is only reachable by uid."""
+
+    def sweep() -> None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        # kill(-1) reaches every process of this uid but the caller, atomically against forks.
+        os.kill(-1, signal.SIGKILL)
+
+    try:
+        subprocess.run(["true"], preexec_fn=sweep, check=False)
+    except (OSError, subprocess.SubprocessError):
+        logger.exception("could not end the leftover processes of uid %d", uid)

@@ -1,0 +1,47 @@
+"""Celery tasks: thin adapters that take ids and call a service."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from celery import shared_task
+from celery.signals import worker_ready
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@shared_task(name="workers.inspection_dispatch", acks_late=True)
+def inspection_dispatch(inspection_id: int) -> int:
+    from inspector import services
+
+    return services.inspection_dispatch(inspection_id=inspection_id)
+
+
+@shared_task(name="workers.run_execute", queue="sandbox", acks_late=True)
+def run_execute(run_id: int) -> None:
+    from inspector import services
+
+    services.run_execute(run_id=run_id, worker=_worker_name())
+
+
+@shared_task(name="workers.inspection_analyse", acks_late=True)
+def inspection_analyse(inspection_id: int) -> None:
+    from inspector import services
+
+    services.inspection_analyse(inspection_id=inspection_id)
+
+
+@shared_task(name="workers.runs_sweep")
+def runs_sweep() -> dict[str, int]:
+    from inspector import services
+
+    return services.runs_sweep()
+
+
+@worker_ready.connect
+def _sweep_at_start(**_: object) -> None:
+    # Runs a previous worker on this machine left half-done are re-queued without waiting for beat.
+    runs_sweep.delay()
