@@ -20,7 +20,7 @@ def inspection_dispatch(inspection_id: int) -> int:
     return services.inspection_dispatch(inspection_id=inspection_id)
 
 
-@shared_task(name="workers.run_execute", queue="sandbox", acks_late=True)
+@shared_task(name="workers.run_execute", acks_late=True)
 def run_execute(run_id: int) -> None:
     from inspector import services
 

@@ -190,7 +190,8 @@ def execute(
     )
 
 
-def classify(run: RawRun, limits: Limits, *, fault_prefix: str = "") -> Execution:
+def classify(run: RawRun, limits: Limits, *, fault_prefixes: tuple[str, ...] = ()) -> Execution:
+    """Name what happened; `fault_prefixes` mark stderr written by the sandbox's own tooling."""
     out = run.stdout.decode("utf-8", errors="replace")
     err = run.stderr.decode("utf-8", errors="replace")
 
@@ -206,7 +207,7 @@ def classify(run: RawRun, limits: Limits, *, fault_prefix: str = "") -> Executio
         return result(Outcome.TIMED_OUT, f"wall-clock limit of {limits.wall_seconds:g} s reached")
     if code == 0:
         return result(Outcome.PASSED)
-    if fault_prefix and code == 1 and err.startswith(fault_prefix):
+    if code in (1, 126, 127) and fault_prefixes and err.startswith(fault_prefixes):
         return result(Outcome.SANDBOX_ERROR, err.strip())
     if code == -signal.SIGKILL or _MEMORY_SIGNS.search(err):
         return result(Outcome.OUT_OF_MEMORY, f"memory limit of {limits.memory_bytes} bytes")

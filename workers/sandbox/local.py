@@ -39,6 +39,7 @@ NO_BWRAP = (
     "bubblewrap (bwrap) is not installed: apt-get install bubblewrap; or set "
     "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
 )
+_INIT_NAME = "sandbox-init"  # the shell's $0, which prefixes its own error messages
 _checks: dict[tuple[str, str, bool], str] = {}
 _checks_lock = threading.Lock()
 _warned = threading.Event()
@@ -186,7 +187,13 @@ class LocalSandbox(_LocalBase):
         argv += ["--bind", folder, "/work", "--remount-ro", "/", "--chdir", "/work", "--clearenv"]
         for name, value in SANDBOX_ENV.items():
             argv += ["--setenv", name, value]
-        return [*argv, "--", self.python, "-I", "main.py"]
+        # bwrap's own pid 1 exits after telling bwrap the status, and bwrap exits without
+        # reaping it: each run would leave a zombie of the sandbox uid for the host's init
+        # (eating the NPROC budget if that init is slow). A shell as pid 1 is reaped by bwrap,
+        # reaps orphans itself, and keeps the program an ordinary process (pid 1 ignores
+        # signals it has no handler for).
+        init = ["--as-pid-1", "/usr/bin/sh", "-c", '"$@"; exit $?', _INIT_NAME]
+        return [*argv, *init, self.python, "-I", "main.py"]
 
     def run_python(self, program: str, *, limits: Limits) -> Execution:
         uid = self.run_uid()
@@ -202,7 +209,7 @@ class LocalSandbox(_LocalBase):
         # bwrap reports a child killed by signal N as exit status 128+N.
         if run.exit_code is not None and 128 < run.exit_code <= 128 + 64:
             run.exit_code = 128 - run.exit_code
-        return classify(run, limits, fault_prefix="bwrap: ")
+        return classify(run, limits, fault_prefixes=("bwrap: ", f"{_INIT_NAME}: "))
 
 
 def _stop_bwrap(pid: int) -> None:

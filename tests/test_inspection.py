@@ -1,0 +1,169 @@
+"""Inspections run in this process through the real services and the real local sandbox."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from inspector import services
+from inspector.models import Flag, Inspection, Run, Task
+from tests.conftest import PLANTED_FLAGS
+
+pytestmark = pytest.mark.django_db
+
+
+def flags_by_task(inspection: Inspection) -> dict[str, list[str]]:
+    found = {t.task_id: [] for t in inspection.version.tasks.all()}
+    for flag in inspection.flags.select_related("task"):
+        found[flag.task.task_id].append(flag.code)
+    return found
+
+
+def test_it_flags_each_planted_defect_and_leaves_the_clean_task_alone(import_taskset, inspect_now):
+    inspection = inspect_now(import_taskset())
+
+    assert inspection.status == Inspection.FINISHED
+    assert inspection.runs_done == inspection.runs_total
+    assert flags_by_task(inspection) == PLANTED_FLAGS
+
+
+def test_it_runs_the_reference_samples_and_null_probe_as_many_times_as_configured(
+    import_taskset, inspect_now, settings
+):
+    settings.INSPECT_SAMPLE_REPEATS = 3
+    inspection = inspect_now(import_taskset())
+    clean = Task.objects.get(task_id="planted/clean")
+    runs = Run.objects.filter(inspection=inspection, task=clean)
+
+    assert runs.filter(kind=Run.REFERENCE).count() == 8
+    assert runs.filter(kind=Run.SAMPLE, sample__sample_id="good").count() == 3
+    assert runs.filter(kind=Run.PROBE, probe="null").count() == 1
+    assert inspection.runs_total == Run.objects.filter(inspection=inspection).count()
+
+
+def test_every_run_is_stored_with_its_outcome_exit_code_duration_and_output(
+    import_taskset, inspect_now
+):
+    inspection = inspect_now(import_taskset())
+    failing = Run.objects.filter(
+        inspection=inspection, task__task_id="planted/mislabeled", kind=Run.REFERENCE
+    ).first()
+    passing = Run.objects.filter(
+        inspection=inspection, task__task_id="planted/clean", kind=Run.REFERENCE
+    ).first()
+
+    assert (failing.status, failing.outcome, failing.exit_code) == (Run.DONE, "failed", 1)
+    assert "AssertionError" in failing.stderr_tail
+    assert failing.duration > 0
+    assert (passing.outcome, passing.exit_code) == ("passed", 0)
+    assert passing.finished_at >= passing.started_at
+
+
+def test_a_flag_names_the_runs_that_prove_it(import_taskset, inspect_now):
+    inspection = inspect_now(import_taskset())
+    flag = Flag.objects.get(inspection=inspection, code="reward_hackable")
+    runs = Run.objects.filter(pk__in=flag.evidence_run_ids)
+
+    assert flag.task.task_id == "planted/hackable"
+    assert "null" in flag.explanation
+    assert {(r.kind, r.outcome) for r in runs} == {(Run.PROBE, "passed")}
+
+
+def test_the_queue_columns_follow_the_latest_inspection(import_taskset, inspect_now):
+    inspect_now(import_taskset())
+    unsolvable = Task.objects.get(task_id="planted/unsolvable")
+    clean = Task.objects.get(task_id="planted/clean")
+
+    assert unsolvable.open_flag_list == ["unsolvable"]
+    assert unsolvable.severity > 0
+    assert unsolvable.reference_pass_rate == 0.0
+    assert (clean.severity, clean.reference_pass_rate, clean.sample_pass_rate) == (0, 1.0, 0.5)
+
+
+def test_a_dismissed_flag_stays_dismissed_when_the_task_is_inspected_again(
+    import_taskset, inspect_now, reviewer
+):
+    version = import_taskset()
+    first = inspect_now(version)
+    Flag.objects.get(inspection=first, code="reward_hackable").dismiss(
+        by=reviewer, note="the check is a smoke test on purpose"
+    )
+    second = inspect_now(version)
+    again = Flag.objects.get(inspection=second, code="reward_hackable")
+
+    assert again.status == Flag.DISMISSED
+    assert "smoke test on purpose" in again.note
+    assert Task.objects.get(task_id="planted/hackable").severity == 0
+
+
+def test_a_second_inspection_cannot_start_while_one_runs(import_taskset, eager_celery):
+    version = import_taskset()
+    services.inspection_start(version=version)  # its dispatch waits for the commit
+
+    with pytest.raises(services.ServiceError, match="still queued"):
+        services.inspection_start(version=version)
+
+
+def test_a_run_delivered_twice_is_executed_and_recorded_once(import_taskset, eager_celery):
+    inspection = services.inspection_start(version=import_taskset())
+    run = Run.objects.filter(inspection=inspection).first()
+
+    first = services.run_execute(run_id=run.pk, worker="a")
+    second = services.run_execute(run_id=run.pk, worker="b")
+    inspection.refresh_from_db()
+
+    assert first is not None and second is None
+    assert Run.objects.get(pk=run.pk).worker == "a"
+    assert inspection.runs_done == 1
+
+
+def test_the_sweeper_requeues_a_run_whose_worker_vanished_and_gives_up_after_the_attempts(
+    import_taskset, eager_celery, settings
+):
+    settings.RUN_MAX_ATTEMPTS = 2
+    inspection = services.inspection_start(version=import_taskset())
+    run = Run.objects.filter(inspection=inspection).first()
+    past = timezone.now() - timedelta(seconds=1)
+    Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, attempts=1, lease_expires_at=past)
+
+    services.runs_sweep()
+    run.refresh_from_db()
+    assert (run.status, run.outcome) == (Run.QUEUED, "")
+    assert "re-queued" in run.error
+
+    Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, attempts=2, lease_expires_at=past)
+    services.runs_sweep()
+    run.refresh_from_db()
+    assert (run.status, run.outcome) == (Run.DONE, "sandbox_error")
+    assert "worker lost" in run.error
+
+
+def test_a_stale_worker_cannot_overwrite_the_result_of_a_newer_attempt(
+    import_taskset, eager_celery
+):
+    inspection = services.inspection_start(version=import_taskset())
+    run = Run.objects.filter(inspection=inspection, kind=Run.REFERENCE).first()
+    Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, attempts=2)
+    run.refresh_from_db()
+    run.attempts = 1  # what the stale worker believes
+
+    services._run_record_error(run, "late result from a worker that was presumed dead")
+
+    assert Run.objects.get(pk=run.pk).status == Run.RUNNING
+
+
+def test_an_unavailable_sandbox_fails_the_inspection_with_a_message_instead_of_passing_tasks(
+    import_taskset, inspect_now, settings
+):
+    settings.SANDBOX_BACKEND = "docker"  # not built yet: the backend refuses to run
+    services._sandbox.cache_clear()
+    try:
+        inspection = inspect_now(import_taskset())
+    finally:
+        services._sandbox.cache_clear()
+
+    assert inspection.status == Inspection.FAILED
+    assert "sandbox unavailable" in inspection.error
+    assert list(services.manifest_lines(taskset_name="planted")) == []
