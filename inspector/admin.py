@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from inspector.models import Flag, Inspection, ReviewEvent, Run, Sample, Task, TaskSet, TaskSetVersion
+from inspector.models import (
+    Flag,
+    Inspection,
+    ReviewEvent,
+    Run,
+    Sample,
+    Task,
+    TaskSet,
+    TaskSetVersion,
+)
 
 
 @admin.register(TaskSet)

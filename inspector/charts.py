@@ -12,8 +12,9 @@ def pass_rate_scatter(version: TaskSetVersion, *, limit: int = 20000) -> str | N
     rows = list(
         version.tasks.exclude(last_inspection=None)
         .order_by("-severity", "position")
-        .values_list("pk", "task_id", "reference_pass_rate", "sample_pass_rate", "open_flags",
-                     "status")[:limit]
+        .values_list(
+            "pk", "task_id", "reference_pass_rate", "sample_pass_rate", "open_flags", "status"
+        )[:limit]
     )
     if not rows:
         return None

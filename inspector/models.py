@@ -161,7 +161,9 @@ class Inspection(models.Model):
     FAILED = "failed"
     STATUS_CHOICES = [(s, s) for s in (QUEUED, RUNNING, ANALYSING, FINISHED, FAILED)]
 
-    version = models.ForeignKey(TaskSetVersion, on_delete=models.CASCADE, related_name="inspections")
+    version = models.ForeignKey(
+        TaskSetVersion, on_delete=models.CASCADE, related_name="inspections"
+    )
     status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=QUEUED)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(

@@ -126,7 +126,9 @@ def taskset_import(
 
 def taskset_latest_version(*, name: str) -> TaskSetVersion:
     version = (
-        TaskSetVersion.objects.filter(taskset__name=name).select_related("taskset").order_by("-number")
+        TaskSetVersion.objects.filter(taskset__name=name)
+        .select_related("taskset")
+        .order_by("-number")
     ).first()
     if version is None:
         known = ", ".join(TaskSet.objects.values_list("name", flat=True)[:20]) or "none yet"
@@ -462,7 +464,9 @@ def runs_sweep(*, now=None) -> dict[str, int]:
                 abandoned += 1
                 _inspection_progress(inspection_id)
         elif stale.update(status=Run.QUEUED, error="re-queued: its worker stopped answering"):
-            logger.warning("run %s of inspection %s: lease expired, re-queued", run_id, inspection_id)
+            logger.warning(
+                "run %s of inspection %s: lease expired, re-queued", run_id, inspection_id
+            )
             requeued.append(run_id)
     # A broker that lost messages (a worker killed while holding them) leaves runs queued
     # with nobody working on them; sending them again is safe because runs are claimed.
@@ -488,16 +492,18 @@ def runs_sweep(*, now=None) -> dict[str, int]:
         reanalysed += 1
     if requeued:
         _run_enqueue(sorted(set(requeued)))
-    return {"requeued": len(requeued) - resent, "resent": resent, "abandoned": abandoned,
-            "reanalysed": reanalysed}
+    return {
+        "requeued": len(requeued) - resent,
+        "resent": resent,
+        "abandoned": abandoned,
+        "reanalysed": reanalysed,
+    }
 
 
 # --- Review ------------------------------------------------------------------------------------
 
 
-def review_queue(
-    *, flag: str = "", status: str = "", taskset: str = "", flagged_only: bool = True
-):
+def review_queue(*, flag: str = "", status: str = "", taskset: str = "", flagged_only: bool = True):
     """The tasks of each task set's latest version, most severe first."""
     latest = TaskSetVersion.objects.filter(
         number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
@@ -506,9 +512,7 @@ def review_queue(
     )
     if taskset:
         latest = latest.filter(taskset__name=taskset)
-    tasks = Task.objects.filter(version__in=latest.values("pk")).select_related(
-        "version__taskset"
-    )
+    tasks = Task.objects.filter(version__in=latest.values("pk")).select_related("version__taskset")
     if flag:
         tasks = tasks.filter(
             Exists(
@@ -585,7 +589,6 @@ def report_lines(*, taskset_name: str) -> Iterator[dict]:
                 "content_hash": task.content_hash,
             },
         }
-
 
 
 # --- Workers -----------------------------------------------------------------------------------

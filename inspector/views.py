@@ -21,9 +21,9 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from inspector import charts, services
-from inspector.forms import DismissForm, QuarantineForm, QueueFilterForm, UploadForm
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.formats.jsonl import jsonl_stream
+from inspector.forms import DismissForm, QuarantineForm, QueueFilterForm, UploadForm
 from inspector.models import Flag, Inspection, Run, Task, TaskSet
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,11 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "inspector/taskset_list.html",
-        {"rows": rows, "form": UploadForm(), "flagged": Task.objects.filter(severity__gt=0).count()},
+        {
+            "rows": rows,
+            "form": UploadForm(),
+            "flagged": Task.objects.filter(severity__gt=0).count(),
+        },
     )
 
 
@@ -207,10 +211,7 @@ def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
         task.flags.filter(inspection_id=task.last_inspection_id).select_related("reviewed_by")
     )
     evidence_ids = {run_id for flag in flags for run_id in flag.evidence_run_ids}
-    runs = {
-        run.pk: run
-        for run in Run.objects.filter(pk__in=evidence_ids).select_related("sample")
-    }
+    runs = {run.pk: run for run in Run.objects.filter(pk__in=evidence_ids).select_related("sample")}
     for flag in flags:
         flag.evidence_runs = [runs[i] for i in flag.evidence_run_ids if i in runs][:12]
         flag.evidence_more = max(0, len(flag.evidence_run_ids) - 12)
@@ -306,4 +307,3 @@ def _plotly_js() -> bytes:
 def plotly_js(request: HttpRequest) -> HttpResponse:
     # Served from the plotly package itself: the pages never load a script from elsewhere.
     return HttpResponse(_plotly_js(), content_type="application/javascript")
-

@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def task(task_id: str, *, body: str, test: str, entry_point: str = "f", **extra) -> dict:
     return {
         "task_id": task_id,
-        "prompt": f"def {entry_point}(x):\n    \"\"\"{task_id}\"\"\"\n",
+        "prompt": f'def {entry_point}(x):\n    """{task_id}"""\n',
         "canonical_solution": body,
         "test": test,
         "entry_point": entry_point,
@@ -50,17 +50,30 @@ def task(task_id: str, *, body: str, test: str, entry_point: str = "f", **extra)
 
 # One task per planted defect, plus a clean one. The flaky check fails half of the time.
 PLANTED_TASKS = [
-    task("planted/clean", body="    return x + 1\n",
-         test="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(5) == 6\n"),
-    task("planted/unsolvable", body="    return x + 1\n",
-         test="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(1) == 3\n"),
-    task("planted/mislabeled", body="    return x - 1\n",
-         test="def check(candidate):\n    assert candidate(1) == 2\n"),
-    task("planted/flaky", body="    return x * 2\n",
-         test="import random\n\ndef check(candidate):\n    assert candidate(2) == 4\n"
-              "    assert random.random() < 0.5\n"),
-    task("planted/hackable", body="    return x\n",
-         test="def check(candidate):\n    candidate(3)\n"),
+    task(
+        "planted/clean",
+        body="    return x + 1\n",
+        test="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(5) == 6\n",
+    ),
+    task(
+        "planted/unsolvable",
+        body="    return x + 1\n",
+        test="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(1) == 3\n",
+    ),
+    task(
+        "planted/mislabeled",
+        body="    return x - 1\n",
+        test="def check(candidate):\n    assert candidate(1) == 2\n",
+    ),
+    task(
+        "planted/flaky",
+        body="    return x * 2\n",
+        test="import random\n\ndef check(candidate):\n    assert candidate(2) == 4\n"
+        "    assert random.random() < 0.5\n",
+    ),
+    task(
+        "planted/hackable", body="    return x\n", test="def check(candidate):\n    candidate(3)\n"
+    ),
 ]
 PLANTED_SAMPLES = [
     {"task_id": "planted/clean", "completion": "    return 1 + x\n", "sample_id": "good"},
@@ -86,7 +99,9 @@ def jsonl(rows: list[dict]) -> bytes:
 def import_taskset():
     from inspector import services
 
-    def do(name: str = "planted", tasks: list[dict] | None = None, samples: list[dict] | None = None):
+    def do(
+        name: str = "planted", tasks: list[dict] | None = None, samples: list[dict] | None = None
+    ):
         return services.taskset_import(
             name=name,
             tasks_file=io.BytesIO(jsonl(PLANTED_TASKS if tasks is None else tasks)),
@@ -161,9 +176,25 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "inspector", "worker", "-c", "2",
-             "-n", f"{self.name}@%h", "--loglevel=INFO", "--without-mingle", "--without-gossip"],
-            cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "inspector",
+                "worker",
+                "-c",
+                "2",
+                "-n",
+                f"{self.name}@%h",
+                "--loglevel=INFO",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         return self

@@ -131,7 +131,9 @@ def execute(
         pidfd = os.pidfd_open(proc.pid)
     except OSError as exc:
         kill_group(proc.pid)
-        proc.communicate()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
         return RawRun(None, time.monotonic() - start, b"", b"", error=f"pidfd_open: {exc}")
     selector = selectors.DefaultSelector()
     try:
@@ -170,13 +172,10 @@ def execute(
                 proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 logger.warning("%s outlived its stop; killing its process group", argv[0])
-        if proc.returncode is None:
-            kill_group(proc.pid)
-            proc.wait()
     finally:
         selector.close()
         os.close(pidfd)
-        if proc.returncode is None:
+        if proc.returncode is None:  # not reaped yet, so its pgid is still its own
             kill_group(proc.pid)
             proc.wait()
         proc.stdout.close()
@@ -190,10 +189,16 @@ def execute(
     )
 
 
+def _decode(tail: bytes, limits: Limits) -> str:
+    if len(tail) >= limits.tail_bytes:
+        # Cut from a longer stream: drop the rest of a character whose start was cut off.
+        tail = tail[:3].lstrip(bytes(range(0x80, 0xC0))) + tail[3:]
+    return tail.decode("utf-8", errors="replace")
+
+
 def classify(run: RawRun, limits: Limits, *, fault_prefixes: tuple[str, ...] = ()) -> Execution:
     """Name what happened; `fault_prefixes` mark stderr written by the sandbox's own tooling."""
-    out = run.stdout.decode("utf-8", errors="replace")
-    err = run.stderr.decode("utf-8", errors="replace")
+    out, err = _decode(run.stdout, limits), _decode(run.stderr, limits)
 
     def result(outcome: Outcome, error: str = "") -> Execution:
         return Execution(outcome, run.exit_code, run.duration, out, err, error)

@@ -30,9 +30,10 @@ class Command(BaseCommand):
         if TaskSet.objects.filter(name="demo").exists():
             self.stdout.write("Demo task set already loaded.")
             return
-        with (DEMO_DIR / "tasks.jsonl").open("rb") as tasks, (
-            DEMO_DIR / "samples.jsonl"
-        ).open("rb") as samples:
+        with (
+            (DEMO_DIR / "tasks.jsonl").open("rb") as tasks,
+            (DEMO_DIR / "samples.jsonl").open("rb") as samples,
+        ):
             version = services.taskset_import(
                 name="demo",
                 tasks_file=tasks,

@@ -12,8 +12,13 @@ class Command(BaseCommand):
     help = "Import a HumanEval-style task set (JSONL, plain or .gz) as a new version of NAME."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("tasks_file", help="JSONL of tasks: task_id, prompt, canonical_solution, test, entry_point")
-        parser.add_argument("--taskset", required=True, help="task-set name; an existing name gets a new version")
+        parser.add_argument(
+            "tasks_file",
+            help="JSONL of tasks: task_id, prompt, canonical_solution, test, entry_point",
+        )
+        parser.add_argument(
+            "--taskset", required=True, help="task-set name; an existing name gets a new version"
+        )
         parser.add_argument("--samples", help="JSONL of sampled solutions: task_id, completion")
 
     def handle(self, *args, **options) -> None:

@@ -1,0 +1,231 @@
+"""Triage in the web pages and the clean manifest that comes out of it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from inspector import services
+from inspector.models import Flag, ReviewEvent, Task
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def inspected(import_taskset, inspect_now):
+    return inspect_now(import_taskset())
+
+
+def manifest_ids() -> list[str]:
+    return [line["task_id"] for line in services.manifest_lines(taskset_name="planted")]
+
+
+def test_everything_but_the_login_page_asks_an_anonymous_visitor_to_log_in(inspected):
+    client = Client()
+    for url in (
+        "/",
+        "/queue/",
+        "/tasksets/planted/",
+        "/tasksets/planted/manifest.jsonl",
+        f"/tasks/{Task.objects.first().pk}/",
+        "/assets/plotly.min.js",
+    ):
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith("/accounts/login/"), url
+    assert client.get("/accounts/login/").status_code == 200
+
+
+def test_the_queue_lists_flagged_tasks_most_severe_first(reviewer_client, inspected):
+    page = reviewer_client.get("/queue/").content.decode()
+
+    order = [
+        page.index(t)
+        for t in ("planted/unsolvable", "planted/mislabeled", "planted/hackable", "planted/flaky")
+    ]
+    assert order == sorted(order)
+    assert "planted/clean" not in page
+
+
+def test_the_queue_filters_by_flag_status_and_task_set(reviewer_client, inspected, reviewer):
+    Task.objects.get(task_id="planted/flaky").quarantine(by=reviewer, reason="random check")
+
+    by_flag = reviewer_client.get("/queue/?flag=mislabeled").content.decode()
+    quarantined = reviewer_client.get("/queue/?status=quarantined").content.decode()
+    other_set = reviewer_client.get("/queue/?taskset=planted&flag=unsolvable").content.decode()
+
+    assert "planted/mislabeled" in by_flag and "planted/unsolvable" not in by_flag
+    assert "planted/flaky" in quarantined and "planted/unsolvable" not in quarantined
+    assert "planted/unsolvable" in other_set and "1 task," in other_set
+
+
+def test_the_task_page_shows_the_prompt_tests_flags_and_the_runs_that_prove_them(
+    reviewer_client, inspected
+):
+    task = Task.objects.get(task_id="planted/mislabeled")
+    page = reviewer_client.get(f"/tasks/{task.pk}/").content.decode()
+
+    assert "mislabeled" in page
+    assert "reference passed 0 of 8 runs" in page
+    assert "AssertionError" in page  # the failing reference's output tail
+    assert "def check(candidate)" in page
+    assert "return x - 1" in page
+
+
+def test_quarantine_needs_a_reason_and_is_recorded_with_who_and_when(
+    reviewer_client, inspected, reviewer
+):
+    task = Task.objects.get(task_id="planted/unsolvable")
+    reviewer_client.post(f"/tasks/{task.pk}/quarantine", {"reason": "  "})
+    task.refresh_from_db()
+    assert task.status == Task.ACTIVE
+
+    reviewer_client.post(f"/tasks/{task.pk}/quarantine", {"reason": "tests contradict each other"})
+    task.refresh_from_db()
+    event = task.events.get()
+    page = reviewer_client.get(f"/tasks/{task.pk}/").content.decode()
+
+    assert task.status == Task.QUARANTINED
+    assert (event.actor, event.action, event.note) == (
+        reviewer,
+        ReviewEvent.QUARANTINE,
+        "tests contradict each other",
+    )
+    assert "tests contradict each other" in page and "reviewer" in page
+
+
+def test_dismissing_a_flag_needs_a_note_and_lets_the_task_into_the_manifest(
+    reviewer_client, inspected
+):
+    flag = Flag.objects.get(code="reward_hackable")
+    reviewer_client.post(f"/flags/{flag.pk}/dismiss", {"note": ""})
+    assert "planted/hackable" not in manifest_ids()
+
+    reviewer_client.post(f"/flags/{flag.pk}/dismiss", {"note": "smoke test is intended"})
+    flag.refresh_from_db()
+
+    assert flag.status == Flag.DISMISSED
+    assert "planted/hackable" in manifest_ids()
+    assert flag.task.events.get().action == ReviewEvent.DISMISS
+
+
+def test_a_confirmed_flag_keeps_blocking_the_task(reviewer_client, inspected):
+    flag = Flag.objects.get(code="mislabeled")
+    reviewer_client.post(f"/flags/{flag.pk}/confirm", {})
+
+    assert Flag.objects.get(pk=flag.pk).status == Flag.CONFIRMED
+    assert "planted/mislabeled" not in manifest_ids()
+
+
+def test_release_brings_a_quarantined_task_back(reviewer_client, inspected, reviewer):
+    task = Task.objects.get(task_id="planted/clean")
+    task.quarantine(by=reviewer, reason="suspicious")
+    assert "planted/clean" not in manifest_ids()
+
+    reviewer_client.post(f"/tasks/{task.pk}/release", {"note": "false alarm"})
+
+    assert "planted/clean" in manifest_ids()
+    assert [e.action for e in task.events.all()] == [ReviewEvent.RELEASE, ReviewEvent.QUARANTINE]
+
+
+def test_state_changes_refuse_get_and_requests_without_the_csrf_token(inspected, reviewer):
+    task = Task.objects.get(task_id="planted/unsolvable")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(reviewer)
+
+    assert client.get(f"/tasks/{task.pk}/quarantine").status_code == 405
+    assert client.post(f"/tasks/{task.pk}/quarantine", {"reason": "x"}).status_code == 403
+    task.refresh_from_db()
+    assert task.status == Task.ACTIVE
+
+
+def test_uploaded_html_is_shown_escaped(reviewer_client, import_taskset):
+    from tests.conftest import task
+
+    version = import_taskset(
+        name="xss",
+        tasks=[
+            task(
+                "xss/1",
+                body="    return 1\n",
+                test="def check(c):\n    pass\n",
+                prompt="<script>alert(1)</script>",
+            )
+        ],
+        samples=[],
+    )
+    page = reviewer_client.get(f"/tasks/{version.tasks.get().pk}/").content.decode()
+
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_manifest_holds_only_clean_inspected_tasks_with_their_own_fields_and_quality(
+    inspected, reviewer, tmp_path
+):
+    Task.objects.get(task_id="planted/clean").quarantine(by=reviewer, reason="manual check")
+    out = tmp_path / "manifest.jsonl"
+    call_command("export_manifest", "planted", "-o", str(out))
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+
+    assert lines == []  # every other planted task carries a flag
+    Task.objects.get(task_id="planted/clean").release(by=reviewer)
+    call_command("export_manifest", "planted", "-o", str(out))
+    (line,) = [json.loads(line) for line in out.read_text().splitlines()]
+
+    clean = Task.objects.get(task_id="planted/clean")
+    assert {k: v for k, v in line.items() if k != "quality"} == clean.source
+    assert line["quality"] == {
+        "content_hash": clean.content_hash,
+        "taskset": "planted",
+        "taskset_version": 1,
+        "inspection_id": inspected.pk,
+        "reference_pass_rate": 1.0,
+        "sample_pass_rate": 0.5,
+    }
+
+
+def test_a_version_not_yet_inspected_exports_an_empty_manifest(inspected, import_taskset):
+    import_taskset()  # v2, not inspected
+
+    assert manifest_ids() == []
+
+
+def test_the_manifest_download_streams_the_same_lines_in_the_same_order(reviewer_client, inspected):
+    Flag.objects.get(code="reward_hackable").dismiss(by=None, note="fine")
+    response = reviewer_client.get("/tasksets/planted/manifest.jsonl")
+    body = b"".join(response.streaming_content).decode()
+
+    assert response["Content-Disposition"] == 'attachment; filename="planted-v1-manifest.jsonl"'
+    assert [json.loads(x)["task_id"] for x in body.splitlines()] == [
+        "planted/clean",
+        "planted/hackable",
+    ]
+
+
+def test_the_report_has_a_line_per_task_with_flags_status_and_stats(inspected, tmp_path):
+    out = tmp_path / "report.jsonl"
+    call_command("export_report", "planted", "-o", str(out))
+    report = {r["task_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+
+    assert len(report) == 5
+    assert report["planted/mislabeled"]["flags"] == ["mislabeled"]
+    assert report["planted/clean"]["flags"] == []
+    assert report["planted/clean"]["status"] == "active"
+    stats = report["planted/mislabeled"]["stats"]
+    assert stats["runs"] == 8 + 2 + 1
+    assert (stats["reference_pass_rate"], stats["sample_pass_rate"]) == (0.0, 1.0)
+    assert report["planted/flaky"]["stats"]["sample_pass_rate"] is None  # it has no samples
+
+
+def test_the_task_set_page_shows_progress_flag_counts_and_the_chart(reviewer_client, inspected):
+    page = reviewer_client.get("/tasksets/planted/").content.decode()
+    progress = reviewer_client.get(f"/inspections/{inspected.pk}/progress").json()
+
+    assert "finished" in page and "unsolvable: 1" in page
+    assert "chart-pass-rates" in page and "/assets/plotly.min.js" in page
+    assert progress["runs_done"] == progress["runs_total"] > 0
+    assert progress["status"] == "finished"

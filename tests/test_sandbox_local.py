@@ -1,0 +1,282 @@
+"""The local (bubblewrap) sandbox, seen from the outside: what a run returns and what it can't do.
+
+Plain tests, no database; run with `pytest tests/test_sandbox_local.py -p no:django`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from workers.sandbox import (
+    Execution,
+    Limits,
+    LocalSandbox,
+    Outcome,
+    SandboxUnavailable,
+    UnsandboxedSandbox,
+    get_sandbox,
+    local,
+)
+
+PROJECT = Path(__file__).resolve().parent.parent
+QUICK = Limits(wall_seconds=5)
+SLACK = 1.5
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> LocalSandbox:
+    chosen = get_sandbox("local")
+    assert isinstance(chosen, LocalSandbox)
+    return chosen
+
+
+def run(sandbox: LocalSandbox, program: str, limits: Limits = QUICK) -> tuple[Execution, float]:
+    start = time.monotonic()
+    result = sandbox.run_python(program, limits=limits)
+    return result, time.monotonic() - start
+
+
+def live_processes_of(uid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_passing_program_passes(sandbox: LocalSandbox) -> None:
+    result, _ = run(sandbox, "print('hello from the sandbox')")
+    assert result.outcome is Outcome.PASSED and result.passed
+    assert result.exit_code == 0
+    assert result.stdout_tail == "hello from the sandbox\n"
+    assert result.stderr_tail == "" and result.error == ""
+
+
+def test_exit_3_fails_with_exit_code_3_and_its_stderr(sandbox: LocalSandbox) -> None:
+    result, _ = run(sandbox, "import sys\nprint('broken', file=sys.stderr)\nsys.exit(3)")
+    assert result.outcome is Outcome.FAILED and not result.passed
+    assert result.exit_code == 3
+    assert result.stderr_tail == "broken\n"
+
+
+def test_an_exception_fails_with_its_traceback(sandbox: LocalSandbox) -> None:
+    result, _ = run(sandbox, "raise ValueError('bad input')")
+    assert result.outcome is Outcome.FAILED
+    assert result.exit_code == 1
+    assert "ValueError: bad input" in result.stderr_tail
+
+
+def test_a_program_killed_by_a_signal_reports_that_signal(sandbox: LocalSandbox) -> None:
+    result, _ = run(sandbox, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert result.outcome is Outcome.FAILED
+    assert result.exit_code == -signal.SIGSEGV
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "while True:\n    pass",
+        "import time\ntime.sleep(60)",
+        # Closing its pipes must not let a program escape the deadline.
+        "import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)",
+    ],
+    ids=["busy loop", "sleep", "closed pipes"],
+)
+def test_a_program_that_never_ends_times_out_at_the_limit(
+    sandbox: LocalSandbox, program: str
+) -> None:
+    result, elapsed = run(sandbox, program, Limits(wall_seconds=1))
+    assert result.outcome is Outcome.TIMED_OUT and result.timed_out
+    assert 1 <= elapsed < 1 + SLACK
+    assert "wall-clock" in result.error
+
+
+def test_a_background_child_does_not_hold_the_run_open(sandbox: LocalSandbox) -> None:
+    program = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\nprint('parent done')"
+    result, elapsed = run(sandbox, program)
+    assert result.outcome is Outcome.PASSED
+    assert result.stdout_tail == "parent done\n"
+    assert elapsed < 1
+
+
+def test_a_fork_bomb_ends_and_the_host_is_fine_afterwards(sandbox: LocalSandbox) -> None:
+    bomb = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
+    result, elapsed = run(sandbox, bomb, Limits(wall_seconds=2))
+    assert result.outcome in (Outcome.TIMED_OUT, Outcome.FAILED)
+    assert elapsed < 2 + SLACK
+    uid = sandbox.run_uid()
+    if uid is not None:
+        assert live_processes_of(uid) == []
+    after, _ = run(sandbox, "print('still fine')")
+    assert after.passed and after.stdout_tail == "still fine\n"
+
+
+def test_the_process_limit_stops_forking_early(sandbox: LocalSandbox) -> None:
+    program = (
+        "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
+        "            time.sleep(5)\n            os._exit(0)\n        n += 1\n"
+        "except OSError:\n    print(n)\n"
+    )
+    result, _ = run(sandbox, program, Limits(wall_seconds=5, max_processes=16))
+    assert result.passed
+    assert int(result.stdout_tail) < 16
+
+
+def test_allocating_4_gb_ends_out_of_memory(sandbox: LocalSandbox) -> None:
+    result, _ = run(sandbox, "block = bytearray(4 << 30)\nprint('allocated')")
+    assert result.outcome is Outcome.OUT_OF_MEMORY
+    assert "allocated" not in result.stdout_tail
+    assert "MemoryError" in result.stderr_tail
+
+
+def test_printing_50_mb_is_cut_short_with_a_bounded_tail(sandbox: LocalSandbox) -> None:
+    program = "import sys\nfor _ in range(50):\n    sys.stdout.write('x' * (1 << 20))\nprint('END')"
+    result, elapsed = run(sandbox, program)
+    assert result.outcome is Outcome.OUTPUT_TRUNCATED
+    assert elapsed < 2
+    assert 0 < len(result.stdout_tail) <= QUICK.tail_bytes
+    assert "END" not in result.stdout_tail
+
+
+def test_the_tail_keeps_the_end_of_each_stream(sandbox: LocalSandbox) -> None:
+    program = "import sys\nfor i in range(5000):\n    print(i)\n    print(-i, file=sys.stderr)"
+    result, _ = run(sandbox, program, Limits(wall_seconds=5, tail_bytes=100))
+    assert result.passed
+    assert len(result.stdout_tail) <= 100 and result.stdout_tail.endswith("4998\n4999\n")
+    assert len(result.stderr_tail) <= 100 and result.stderr_tail.endswith("-4999\n")
+
+
+def test_the_platform_environment_does_not_leak_in(
+    sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRET_KEY", "do-not-leak-this-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:hunter2@db/inspector")
+    result, _ = run(sandbox, "import json, os\nprint(json.dumps(dict(os.environ)))")
+    seen = json.loads(result.stdout_tail)
+    assert "SECRET_KEY" not in seen and "DATABASE_URL" not in seen
+    assert "hunter2" not in result.stdout_tail and "do-not-leak" not in result.stdout_tail
+    assert set(seen) <= set(local.SANDBOX_ENV) | {"PWD"}
+    assert seen["HOME"] == "/work" and seen["PYTHONHASHSEED"] == "0"
+
+
+def test_writing_to_etc_usr_and_the_project_folder_fails(sandbox: LocalSandbox) -> None:
+    targets = ["/etc/pwned", "/usr/pwned", "/usr/lib/python3/pwned", str(PROJECT / "pwned")]
+    program = (
+        "import json\nresults = {}\n"
+        f"for path in {targets!r}:\n"
+        "    try:\n        open(path, 'w').write('x')\n        results[path] = 'written'\n"
+        "    except OSError as exc:\n        results[path] = type(exc).__name__\n"
+        "print(json.dumps(results))"
+    )
+    result, _ = run(sandbox, program)
+    assert result.passed
+    assert "written" not in json.loads(result.stdout_tail).values()
+    assert not (PROJECT / "pwned").exists()
+
+
+def test_the_project_and_home_folders_are_not_visible(sandbox: LocalSandbox) -> None:
+    program = (
+        f"import os\nprint([p for p in ({str(PROJECT)!r}, '/root', '/home') if os.path.exists(p)])"
+    )
+    result, _ = run(sandbox, program)
+    assert result.stdout_tail == "[]\n"
+
+
+def test_the_sandbox_sees_only_loopback_and_cannot_reach_redis(sandbox: LocalSandbox) -> None:
+    # Only ever loopback: the sandbox's own, empty one.
+    program = (
+        "import socket\nprint(socket.if_nameindex())\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 6379), timeout=1)\n"
+        "    print('connected')\n"
+        "except OSError as exc:\n    print(type(exc).__name__)"
+    )
+    result, _ = run(sandbox, program)
+    interfaces, connection = result.stdout_tail.splitlines()
+    assert interfaces == "[(1, 'lo')]"
+    assert connection != "connected"
+
+
+def test_the_program_runs_as_a_non_root_user(sandbox: LocalSandbox) -> None:
+    result, _ = run(sandbox, "import os\nprint(os.getuid(), os.geteuid())")
+    uid, euid = map(int, result.stdout_tail.split())
+    assert uid != 0 and euid != 0
+
+
+def test_the_work_folder_is_removed_after_the_run(
+    sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+    real_mkdtemp = local.tempfile.mkdtemp
+
+    def recording_mkdtemp(*args: object, **kwargs: object) -> str:
+        made.append(real_mkdtemp(*args, **kwargs))  # type: ignore[arg-type]
+        return made[-1]
+
+    monkeypatch.setattr(local.tempfile, "mkdtemp", recording_mkdtemp)
+    program = "import os\nos.makedirs('a/b')\nopen('a/b/f', 'w').write('x')\nos.chmod('a', 0o500)"
+    result, _ = run(sandbox, program)
+    assert result.passed
+    assert made and not os.path.exists(made[0])
+
+    def broken_execute(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the worker broke mid-run")
+
+    monkeypatch.setattr(local, "execute", broken_execute)
+    with pytest.raises(RuntimeError):
+        sandbox.run_python("print(1)", limits=QUICK)
+    assert len(made) == 2 and not os.path.exists(made[1])
+
+
+def test_an_interpreter_that_cannot_start_makes_the_sandbox_unavailable() -> None:
+    with pytest.raises(SandboxUnavailable, match="no-such-python"):
+        get_sandbox("local", python="/usr/bin/no-such-python")
+
+
+def test_an_interpreter_gone_missing_later_is_a_sandbox_error_not_a_failure() -> None:
+    broken = LocalSandbox()
+    broken.python = "/usr/bin/no-such-python"
+    result, _ = run(broken, "print(1)")
+    assert result.outcome is Outcome.SANDBOX_ERROR
+    assert "no-such-python" in result.error
+
+
+def test_without_bwrap_the_local_sandbox_is_unavailable_with_the_install_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name, *args, **kwargs: None)
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap"):
+        get_sandbox("local")
+
+
+def test_without_bwrap_allow_unsandboxed_gives_the_unsandboxed_backend(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name, *args, **kwargs: None)
+    monkeypatch.setattr(local, "_warned", local.threading.Event())
+    monkeypatch.setenv("SECRET_KEY", "do-not-leak-this-secret")
+    with caplog.at_level(logging.WARNING):
+        fallback = get_sandbox("local", allow_unsandboxed=True)
+    assert isinstance(fallback, UnsandboxedSandbox) and fallback.name == "unsandboxed"
+    assert "WITHOUT isolation" in caplog.text
+    result = fallback.run_python("import os\nprint(sorted(os.environ))", limits=QUICK)
+    assert result.passed and "SECRET_KEY" not in result.stdout_tail
+    slow = fallback.run_python("import time\ntime.sleep(60)", limits=Limits(wall_seconds=1))
+    assert slow.timed_out
+
+
+def test_an_unknown_backend_names_the_accepted_values() -> None:
+    with pytest.raises(SandboxUnavailable, match="accepted values are local.*docker"):
+        get_sandbox("kubernetes")
