@@ -24,17 +24,20 @@ def pass_rate_scatter(version: TaskSetVersion, *, limit: int = 20000) -> str | N
         if row[5] == Task.QUARANTINED:
             flags = "quarantined"
         groups.setdefault(flags, []).append(row)
+    # SVG draws without a GPU; WebGL only where SVG would crawl.
+    trace = go.Scatter if len(rows) <= 5000 else go.Scattergl
     fig = go.Figure()
     for label, items in sorted(groups.items()):
         fig.add_trace(
-            go.Scattergl(
+            trace(
+                # A rate that does not exist (no samples) sits just left of the axis.
                 x=[r[3] if r[3] is not None else -0.05 for r in items],
                 y=[r[2] if r[2] is not None else -0.05 for r in items],
                 mode="markers",
                 name=label,
-                text=[r[1] for r in items],
+                text=[f"{r[1]}<br>samples {_rate(r[3])}, reference {_rate(r[2])}" for r in items],
                 customdata=[f"/tasks/{r[0]}/" for r in items],
-                hovertemplate="%{text}<br>samples %{x:.2f}, reference %{y:.2f}<extra></extra>",
+                hovertemplate="%{text}<extra></extra>",
                 marker={"size": 9, "opacity": 0.75},
             )
         )
@@ -46,3 +49,7 @@ def pass_rate_scatter(version: TaskSetVersion, *, limit: int = 20000) -> str | N
         yaxis={"title": "reference pass rate", "range": [-0.1, 1.05]},
     )
     return fig.to_json()
+
+
+def _rate(value: float | None) -> str:
+    return "none" if value is None else f"{value:.2f}"

@@ -29,7 +29,7 @@ class QuarantineForm(forms.Form):
 class DismissForm(forms.Form):
     note = forms.CharField(
         max_length=2000,
-        widget=forms.TextInput(attrs={"placeholder": "why it is not a defect (required)"}),
+        widget=forms.TextInput(attrs={"placeholder": "why it is not a defect (required)", "size": 36}),
     )
 
 

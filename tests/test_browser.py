@@ -40,9 +40,6 @@ def chromium(tmp_path_factory):
         "--no-first-run",
         "--disable-quic",
         "--window-size=1400,1000",
-        # The chart is Scattergl: without a GPU it needs software WebGL, whose automatic
-        # fallback Chromium has deprecated. Only our own loopback pages are loaded.
-        "--enable-unsafe-swiftshader",
         f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
         # Belt and braces: any host name other than the live server's resolves to nothing.
         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
@@ -163,18 +160,18 @@ def test_clicking_a_point_of_the_pass_rate_chart_opens_its_task(
     assert browser.find_element(By.ID, "download-manifest").is_displayed()
     screenshot(browser, "taskset")
 
-    # Where plotly drew the mislabeled task's point (Scattergl: a WebGL canvas, no SVG point).
+    # Where plotly drew the mislabeled task's point, in page coordinates.
     point = browser.execute_script(
         """const el = document.getElementById("chart-pass-rates"), box = el.getBoundingClientRect();
         const xa = el._fullLayout.xaxis, ya = el._fullLayout.yaxis;
         for (const trace of el.data) {
-          const j = Array.from(trace.text).indexOf(arguments[0]);
+          const j = Array.from(trace.customdata).indexOf(arguments[0]);
           if (j >= 0) return {url: trace.customdata[j],
             left: box.left + xa._offset + xa.l2p(trace.x[j]),
             top: box.top + ya._offset + ya.l2p(trace.y[j])};
         }
         return null;""",
-        target.task_id,
+        target.get_absolute_url(),
     )
     assert point["url"] == target.get_absolute_url()
     click = ActionBuilder(browser)
