@@ -81,6 +81,8 @@ PLANTED_SAMPLES = [
     {"task_id": "planted/unsolvable", "completion": "    return 2\n"},
     {"task_id": "planted/mislabeled", "completion": "    return x + 1\n"},
     {"task_id": "planted/hackable", "completion": "    return x\n"},
+    {"task_id": "planted/flaky", "completion": "    return 2 * x\n"},
+    {"task_id": "planted/flaky", "completion": "    return x + x\n"},
 ]
 PLANTED_FLAGS = {
     "planted/clean": [],
@@ -130,12 +132,20 @@ def reviewer_client(client, reviewer):
 # --- Celery ------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def repeats_that_never_miss_the_planted_flaky_check(settings):
+    # The planted flaky check fails half of the time. With 12 reference runs and two correct
+    # samples run twice each, all of them agree with probability 0.5**15: the tests that expect
+    # the flag never see it missing.
+    settings.INSPECT_REFERENCE_REPEATS = 12
+    settings.INSPECT_SAMPLE_REPEATS = 2
+
+
 @pytest.fixture
 def eager_celery(settings):
     """Celery tasks run in this process, through the same services a worker calls."""
     from inspector.celery import app
 
-    settings.INSPECT_REFERENCE_REPEATS = 8  # flaky planted check: missed 2 * 0.5**8 < 1% of runs
     app.conf.task_always_eager = True
     app.conf.task_eager_propagates = True
     yield app
@@ -231,7 +241,6 @@ def worker_env(transactional_db) -> dict[str, str]:
         DATABASE_URL=database_url(),
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         INSPECTOR_DATA_DIR=str(settings.DATA_DIR),
-        INSPECT_REFERENCE_REPEATS="8",
         PYTHONUNBUFFERED="1",
     )
     return env

@@ -37,7 +37,7 @@ def test_it_runs_the_reference_samples_and_null_probe_as_many_times_as_configure
     clean = Task.objects.get(task_id="planted/clean")
     runs = Run.objects.filter(inspection=inspection, task=clean)
 
-    assert runs.filter(kind=Run.REFERENCE).count() == 8
+    assert runs.filter(kind=Run.REFERENCE).count() == 12
     assert runs.filter(kind=Run.SAMPLE, sample__sample_id="good").count() == 3
     assert runs.filter(kind=Run.PROBE, probe="null").count() == 1
     assert inspection.runs_total == Run.objects.filter(inspection=inspection).count()

@@ -69,7 +69,7 @@ def test_the_task_page_shows_the_prompt_tests_flags_and_the_runs_that_prove_them
     page = reviewer_client.get(f"/tasks/{task.pk}/").content.decode()
 
     assert "mislabeled" in page
-    assert "reference passed 0 of 8 runs" in page
+    assert "reference passed 0 of 12 runs" in page
     assert "AssertionError" in page  # the failing reference's output tail
     assert "def check(candidate)" in page
     assert "return x - 1" in page
@@ -216,9 +216,26 @@ def test_the_report_has_a_line_per_task_with_flags_status_and_stats(inspected, t
     assert report["planted/clean"]["flags"] == []
     assert report["planted/clean"]["status"] == "active"
     stats = report["planted/mislabeled"]["stats"]
-    assert stats["runs"] == 8 + 2 + 1
+    assert stats["runs"] == 12 + 2 + 1
     assert (stats["reference_pass_rate"], stats["sample_pass_rate"]) == (0.0, 1.0)
-    assert report["planted/flaky"]["stats"]["sample_pass_rate"] is None  # it has no samples
+    assert report["planted/unsolvable"]["stats"]["sample_pass_rate"] == 0.0
+
+
+def test_a_task_without_samples_has_no_sample_pass_rate(import_taskset, inspect_now):
+    from tests.conftest import task
+
+    inspect_now(
+        import_taskset(
+            tasks=[
+                task("alone/1", body="    return x\n", test="def check(c):\n    assert c(1) == 1\n")
+            ],
+            samples=[],
+        )
+    )
+    (line,) = services.report_lines(taskset_name="planted")
+
+    assert line["stats"]["sample_pass_rate"] is None
+    assert line["stats"]["reference_pass_rate"] == 1.0
 
 
 def test_the_task_set_page_shows_progress_flag_counts_and_the_chart(reviewer_client, inspected):
