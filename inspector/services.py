@@ -203,21 +203,37 @@ def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
 
 def inspection_dispatch(*, inspection_id: int) -> int:
     """Send every queued run of the inspection to the sandbox queue; returns how many."""
-    from workers.tasks import run_execute
-
     now = timezone.now()
     Inspection.objects.filter(pk=inspection_id, status=Inspection.QUEUED).update(
         status=Inspection.RUNNING, started_at=now, updated_at=now
     )
-    run_ids = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).values_list(
-        "pk", flat=True
-    )
-    sent = 0
-    with run_execute.app.producer_or_acquire() as producer:
-        for run_id in run_ids.iterator(chunk_size=2000):
-            run_execute.apply_async((run_id,), producer=producer)
-            sent += 1
+    run_ids = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).order_by("pk")
+    sent = _runs_send(run_ids.values_list("pk", "task_id").iterator(chunk_size=5000))
     logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
+    return sent
+
+
+def _runs_send(rows) -> int:
+    """Send (run id, task id) pairs as messages of one task's runs each, at most RUNS_PER_MESSAGE.
+
+    A message per run would spend more time in the broker than in the sandbox; a message per
+    task keeps the work balanced across workers and cheap to redeliver (claimed runs are skipped).
+    """
+    from workers.tasks import runs_execute
+
+    sent = 0
+    batch: list[int] = []
+    batch_task = None
+    with runs_execute.app.producer_or_acquire() as producer:
+        for run_id, task_id in rows:
+            if batch and (task_id != batch_task or len(batch) >= settings.RUNS_PER_MESSAGE):
+                runs_execute.apply_async((batch,), producer=producer)
+                batch = []
+            batch.append(run_id)
+            batch_task = task_id
+            sent += 1
+        if batch:
+            runs_execute.apply_async((batch,), producer=producer)
     return sent
 
 
@@ -251,6 +267,11 @@ def run_program(run: Run) -> str:
     return humaneval_program(
         prompt=task.prompt, completion=completion, test=task.test, entry_point=task.entry_point
     )
+
+
+def runs_execute(*, run_ids: list[int], worker: str = "") -> int:
+    """Execute the runs of one message in turn; returns how many this worker executed."""
+    return sum(1 for run_id in run_ids if run_execute(run_id=run_id, worker=worker) is not None)
 
 
 def run_execute(*, run_id: int, worker: str = "") -> Run | None:
@@ -331,14 +352,12 @@ def _run_record_error(run: Run, message: str) -> None:
 def _inspection_progress(inspection_id: int) -> None:
     now = timezone.now()
     Inspection.objects.filter(pk=inspection_id).update(runs_done=F("runs_done") + 1, updated_at=now)
-    # Checked after our own write committed, so the last of two concurrent finishers sees none.
-    unfinished = Run.objects.filter(
-        inspection_id=inspection_id, status__in=(Run.QUEUED, Run.RUNNING)
-    ).exists()
-    if unfinished:
-        return
+    # Each run is counted once (its record is guarded), so done == total means all are done;
+    # the one update that moves the status wins, however many workers finish at once.
     moved = Inspection.objects.filter(
-        pk=inspection_id, status__in=(Inspection.QUEUED, Inspection.RUNNING)
+        pk=inspection_id,
+        status__in=(Inspection.QUEUED, Inspection.RUNNING),
+        runs_done__gte=F("runs_total"),
     ).update(status=Inspection.ANALYSING, updated_at=now)
     if moved:
         from workers.tasks import inspection_analyse
@@ -347,12 +366,9 @@ def _inspection_progress(inspection_id: int) -> None:
 
 
 def _run_enqueue(run_ids: list[int]) -> None:
-    from workers.tasks import run_execute
-
     def send() -> None:
-        with run_execute.app.producer_or_acquire() as producer:
-            for run_id in run_ids:
-                run_execute.apply_async((run_id,), producer=producer)
+        rows = Run.objects.filter(pk__in=run_ids).order_by("pk").values_list("pk", "task_id")
+        _runs_send(rows.iterator())
 
     transaction.on_commit(send)
 
@@ -594,7 +610,7 @@ def report_lines(*, taskset_name: str) -> Iterator[dict]:
 # --- Workers -----------------------------------------------------------------------------------
 
 
-def workers_alive(*, timeout: float = 2.0) -> list[str]:
+def workers_alive(*, timeout: float = 1.0) -> list[str]:
     """Names of the Celery workers answering a ping on the configured broker."""
     from inspector.celery import app
 

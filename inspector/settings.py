@@ -154,7 +154,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "control_folder": str(BROKER_DIR / "control"),
-        "polling_interval": 0.2,
+        "polling_interval": 0.05,
     }
 else:
     # Unacknowledged messages of a worker killed mid-run come back after this long; the run
@@ -171,7 +171,7 @@ CELERY_TASK_QUEUES = (
     Queue("default", Exchange("default"), routing_key="default"),
     Queue("sandbox", Exchange("sandbox"), routing_key="sandbox"),
 )
-CELERY_TASK_ROUTES = {"workers.run_execute": {"queue": "sandbox", "routing_key": "sandbox"}}
+CELERY_TASK_ROUTES = {"workers.runs_execute": {"queue": "sandbox", "routing_key": "sandbox"}}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "workers.runs_sweep", "schedule": 30.0},
@@ -192,6 +192,8 @@ RUN_TAIL_BYTES = envint("RUN_TAIL_BYTES", "4096")
 # A run claimed by a worker that vanished is re-queued after its wall limit plus this slack.
 RUN_LEASE_SLACK_SECONDS = envint("RUN_LEASE_SLACK_SECONDS", "60")
 RUN_MAX_ATTEMPTS = envint("RUN_MAX_ATTEMPTS", "3")
+# Runs travel to the workers a task at a time, at most this many in one message.
+RUNS_PER_MESSAGE = envint("RUNS_PER_MESSAGE", "50")
 
 # Repeats per solution. A check that fails at random half of the time gives n runs of one
 # solution the same outcome with probability 2 * 0.5**n; n = 6 catches it 96.9% of the time.

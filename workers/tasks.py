@@ -20,11 +20,11 @@ def inspection_dispatch(inspection_id: int) -> int:
     return services.inspection_dispatch(inspection_id=inspection_id)
 
 
-@shared_task(name="workers.run_execute", acks_late=True)
-def run_execute(run_id: int) -> None:
+@shared_task(name="workers.runs_execute", acks_late=True)
+def runs_execute(run_ids: list[int]) -> int:
     from inspector import services
 
-    services.run_execute(run_id=run_id, worker=_worker_name())
+    return services.runs_execute(run_ids=run_ids, worker=_worker_name())
 
 
 @shared_task(name="workers.inspection_analyse", acks_late=True)
