@@ -3,6 +3,7 @@ a real Celery worker process for the end-to-end tests."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -226,12 +227,16 @@ class WorkerProcess:
             self.proc.wait(timeout=30)
 
     def stop(self) -> None:
+        # SIGTERM to the main process only: a warm shutdown. Pool children that get SIGTERM
+        # themselves die mid-task and can leave the main process waiting for them.
         if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.terminate()
             try:
-                self.proc.wait(timeout=20)
+                self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                self.kill()
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
 
 @pytest.fixture
