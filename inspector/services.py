@@ -17,7 +17,8 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from inspector.detect.flags import analyse_runs
-from inspector.formats.humaneval import NULL_PROBE_COMPLETION, humaneval_program, read_taskset
+from inspector.detect.probes import PROBES
+from inspector.formats.humaneval import read_taskset
 from inspector.models import (
     Flag,
     Inspection,
@@ -28,11 +29,11 @@ from inspector.models import (
     TaskSetVersion,
 )
 from workers.sandbox import Execution, Limits, Outcome, SandboxUnavailable, get_sandbox
+from workers.sandbox.session import FunctionSession, FunctionTask
 
 logger = logging.getLogger(__name__)
 
 TASKSET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-NULL_PROBE = "null"
 
 
 class ServiceError(Exception):
@@ -144,6 +145,7 @@ def inspection_config() -> dict:
         "reference_repeats": settings.INSPECT_REFERENCE_REPEATS,
         "sample_repeats": settings.INSPECT_SAMPLE_REPEATS,
         "probe_repeats": settings.INSPECT_PROBE_REPEATS,
+        "probes": list(settings.INSPECT_PROBES),
         "sandbox_backend": settings.SANDBOX_BACKEND,
         "wall_seconds": settings.RUN_WALL_SECONDS,
         "memory_mb": settings.RUN_MEMORY_MB,
@@ -178,8 +180,9 @@ def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
         for sample_pk in samples_of.get(task_pk, ()):
             for r in range(1, config["sample_repeats"] + 1):
                 yield Run(kind=Run.SAMPLE, sample_id=sample_pk, repeat=r, **base)
-        for r in range(1, config["probe_repeats"] + 1):
-            yield Run(kind=Run.PROBE, probe=NULL_PROBE, repeat=r, **base)
+        for probe in config["probes"]:
+            for r in range(1, config["probe_repeats"] + 1):
+                yield Run(kind=Run.PROBE, probe=probe, repeat=r, **base)
 
     task_pks = list(version.tasks.order_by("position").values_list("pk", flat=True))
     batch: list[Run] = []
@@ -256,28 +259,44 @@ def run_limits() -> Limits:
     )
 
 
-def run_program(run: Run) -> str:
-    task = run.task
+def run_completion(run: Run) -> str:
     if run.kind == Run.REFERENCE:
-        completion = task.canonical_solution
-    elif run.kind == Run.SAMPLE:
-        completion = run.sample.completion
-    else:
-        completion = NULL_PROBE_COMPLETION
-    return humaneval_program(
-        prompt=task.prompt, completion=completion, test=task.test, entry_point=task.entry_point
-    )
+        return run.task.canonical_solution
+    if run.kind == Run.SAMPLE:
+        return run.sample.completion
+    return PROBES[run.probe]
 
 
 def runs_execute(*, run_ids: list[int], worker: str = "") -> int:
-    """Execute the runs of one message in turn; returns how many this worker executed."""
-    return sum(1 for run_id in run_ids if run_execute(run_id=run_id, worker=worker) is not None)
+    """Execute the runs of one message (one task's, as sent) in turn, in one sandbox session
+    per task: a clean fork per run. Returns how many this worker executed."""
+    sessions: dict[int, FunctionSession] = {}
+    executed = 0
+    try:
+        for run_id in run_ids:
+            if _run_execute(run_id=run_id, worker=worker, sessions=sessions) is not None:
+                executed += 1
+    finally:
+        for session in sessions.values():
+            session.close()
+    return executed
 
 
 def run_execute(*, run_id: int, worker: str = "") -> Run | None:
     """Claim a queued run, execute it in the sandbox and record the outcome exactly once.
 
     Returns None when another worker has the run (a redelivered message)."""
+    sessions: dict[int, FunctionSession] = {}
+    try:
+        return _run_execute(run_id=run_id, worker=worker, sessions=sessions)
+    finally:
+        for session in sessions.values():
+            session.close()
+
+
+def _run_execute(
+    *, run_id: int, worker: str, sessions: dict[int, FunctionSession]
+) -> Run | None:
     now = timezone.now()
     lease = now + timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
     claimed = Run.objects.filter(pk=run_id, status=Run.QUEUED).update(
@@ -295,7 +314,14 @@ def run_execute(*, run_id: int, worker: str = "") -> Run | None:
         _run_record_error(run, f"inspection #{run.inspection_id} failed: {run.inspection.error}")
         return run
     try:
-        execution = _sandbox().run_python(run_program(run), limits=run_limits())
+        session = sessions.get(run.task_id)
+        if session is None:
+            task = run.task
+            session = sessions[run.task_id] = _sandbox().session(
+                FunctionTask(prompt=task.prompt, test=task.test, entry_point=task.entry_point),
+                limits=run_limits(),
+            )
+        execution = session.run(run_completion(run))
     except SandboxUnavailable as exc:
         message = f"sandbox unavailable: {exc}"
         logger.error("run %s of inspection %s: %s", run_id, run.inspection_id, message)

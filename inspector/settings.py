@@ -200,6 +200,11 @@ RUNS_PER_MESSAGE = envint("RUNS_PER_MESSAGE", "50")
 INSPECT_REFERENCE_REPEATS = envint("INSPECT_REFERENCE_REPEATS", "6")
 INSPECT_SAMPLE_REPEATS = envint("INSPECT_SAMPLE_REPEATS", "2")
 INSPECT_PROBE_REPEATS = envint("INSPECT_PROBE_REPEATS", "1")
+# Adversarial completions run on every task (inspector/detect/probes.py); any that passes flags
+# the task reward_hackable.
+INSPECT_PROBES = [
+    p for p in env("INSPECT_PROBES", "null,exit-zero,atexit-exit,eq-always").split(",") if p
+]
 
 LOGGING = {
     "version": 1,

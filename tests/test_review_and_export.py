@@ -216,7 +216,7 @@ def test_the_report_has_a_line_per_task_with_flags_status_and_stats(inspected, t
     assert report["planted/clean"]["flags"] == []
     assert report["planted/clean"]["status"] == "active"
     stats = report["planted/mislabeled"]["stats"]
-    assert stats["runs"] == 12 + 2 + 1
+    assert stats["runs"] == 12 + 2 + 4  # reference, a sample twice, four probes once
     assert (stats["reference_pass_rate"], stats["sample_pass_rate"]) == (0.0, 1.0)
     assert report["planted/unsolvable"]["stats"]["sample_pass_rate"] == 0.0
 

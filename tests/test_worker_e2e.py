@@ -81,6 +81,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_records_each_run_once(
     env = {"RUN_LEASE_SLACK_SECONDS": "3", "INSPECT_REFERENCE_REPEATS": "2"}
     first = start_worker("doomed", **env)
     settings.INSPECT_REFERENCE_REPEATS = 2
+    settings.INSPECT_PROBES = ["null"]
     inspection = services.inspection_start(version=services.taskset_latest_version(name="planted"))
     deadline = time.monotonic() + 60
     while not Run.objects.filter(status=Run.RUNNING).exists():

@@ -8,6 +8,7 @@ import os
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,14 @@ from workers.sandbox.base import (
     classify,
     execute,
     kill_group,
+)
+from workers.sandbox.runner import BOOTSTRAP
+from workers.sandbox.session import (
+    CHECK,
+    RUNNER_SOURCE,
+    FdChannel,
+    FunctionSession,
+    FunctionTask,
 )
 
 logger = logging.getLogger(__name__)
@@ -118,6 +127,7 @@ def work_folder(program: str, owner: int | None, parent: str | None = None) -> I
 
 class _LocalBase:
     name = "local"
+    pid_namespace = True
 
     def __init__(
         self,
@@ -139,6 +149,68 @@ class _LocalBase:
         if os.geteuid() != 0:
             return None
         return self.uid_base + os.getpid() % _UID_SPREAD
+
+    def session(self, task: FunctionTask, *, limits: Limits) -> FunctionSession:
+        """The runs of one task: a solution sandbox and a check sandbox, a clean fork per run."""
+        return FunctionSession(self._open_runner, task, limits)
+
+    def _open_runner(self, role: str, limits: Limits) -> FdChannel:
+        uid = self.run_uid()
+        if uid is not None and role == CHECK:
+            uid += _UID_SPREAD  # the check's sandbox is out of the solution's reach by uid too
+        folder = tempfile.mkdtemp(prefix="sandbox-", dir=self.work_root)
+        if uid is not None:
+            os.chown(folder, uid, uid)
+        to_runner_r, to_runner_w = os.pipe()
+        from_runner_r, from_runner_w = os.pipe()
+        errors = tempfile.TemporaryFile()
+        # The runner lives for many runs: its own CPU limit is the session's, not one run's.
+        session_limits = Limits(
+            wall_seconds=3600,
+            memory_bytes=limits.memory_bytes,
+            max_processes=limits.max_processes,
+            file_bytes=limits.file_bytes,
+        )
+        try:
+            proc = subprocess.Popen(
+                self._runner_argv(folder, limits),
+                cwd=folder,
+                env={**SANDBOX_ENV, "HOME": folder} if not self.pid_namespace else SANDBOX_ENV,
+                stdin=to_runner_r,
+                stdout=from_runner_w,
+                stderr=errors,
+                preexec_fn=_limiter(session_limits, uid),
+                start_new_session=True,
+            )
+        except OSError:
+            for fd in (to_runner_r, to_runner_w, from_runner_r, from_runner_w):
+                os.close(fd)
+            _remove_tree(folder)
+            raise
+        os.close(to_runner_r)
+        os.close(from_runner_w)
+
+        def stop() -> str:
+            self._stop(proc.pid)
+            proc.wait()
+            if uid is not None and not self.pid_namespace:
+                _kill_uid(uid)
+            _remove_tree(folder)
+            errors.seek(0)
+            text = errors.read()[-2000:].decode("utf-8", errors="replace").strip()
+            errors.close()
+            return f"runner stderr: {text}" if text else ""
+
+        channel = FdChannel(to_runner_w, from_runner_r, on_close=stop)
+        channel.init_extra = {"pid_namespace": self.pid_namespace, "work": self._work(folder)}
+        channel.send_raw(struct.pack(">I", len(RUNNER_SOURCE)) + RUNNER_SOURCE)
+        return channel
+
+    def _work(self, folder: str) -> str:
+        return "/work"
+
+    def _stop(self, pid: int) -> None:
+        kill_group(pid)
 
 
 # Only /usr, read-only, and what _argv adds: not /etc, /home, /root, /var or the project.
@@ -195,6 +267,13 @@ class LocalSandbox(_LocalBase):
         init = ["--as-pid-1", "/usr/bin/sh", "-c", '"$@"; exit $?', _INIT_NAME]
         return [*argv, *init, self.python, "-I", "main.py"]
 
+    def _runner_argv(self, folder: str, limits: Limits) -> list[str]:
+        program_argv = self._argv(folder, limits)  # ends with: python -I main.py
+        return [*program_argv[:-2], "-I", "-c", BOOTSTRAP]
+
+    def _stop(self, pid: int) -> None:
+        _stop_bwrap(pid)
+
     def run_python(self, program: str, *, limits: Limits) -> Execution:
         uid = self.run_uid()
         with work_folder(program, uid, self.work_root) as folder:
@@ -234,6 +313,13 @@ class UnsandboxedSandbox(_LocalBase):
     """The same limits and scrubbed environment, but the program sees the whole machine."""
 
     name = "unsandboxed"
+    pid_namespace = False
+
+    def _runner_argv(self, folder: str, limits: Limits) -> list[str]:
+        return [self.python, "-I", "-c", BOOTSTRAP]
+
+    def _work(self, folder: str) -> str:
+        return folder
 
     def _ready(self) -> None:
         if not _warned.is_set():

@@ -1,0 +1,271 @@
+"""Running the runs of one function task: a solution sandbox and a check sandbox, each with a
+runner (runner.py) inside, and the worker relaying the check's calls between them.
+
+The verdict is the exit status of the check's process, reported by the check sandbox's runner;
+the solution's sandbox can only answer calls with plain data. Backends supply `Channel`s (a
+runner's stdin and stdout); this module drives them the same way for every backend."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import selectors
+import signal
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from workers.sandbox import runner
+from workers.sandbox.base import _MEMORY_SIGNS, Execution, Limits, Outcome
+
+logger = logging.getLogger(__name__)
+
+RUNNER_SOURCE = Path(runner.__file__).read_bytes()
+READY_SECONDS = 30.0
+SOLUTION, CHECK = "solution", "check"
+
+
+@dataclass(frozen=True)
+class FunctionTask:
+    prompt: str
+    test: str
+    entry_point: str
+
+
+class ChannelClosed(Exception):
+    """The runner at the other end is gone (its sandbox ended)."""
+
+
+class Channel(Protocol):
+    def send(self, message: dict) -> None: ...
+    def recv(self, deadline: float) -> dict: ...  # raises TimeoutError, ChannelClosed
+    def diagnostics(self) -> str: ...
+    def close(self) -> None: ...
+
+
+class FdChannel:
+    """A runner reached through two file descriptors (a process's stdin and stdout)."""
+
+    def __init__(self, write_fd: int, read_fd: int, *, on_close: Callable[[], str]) -> None:
+        self.write_fd, self.read_fd = write_fd, read_fd
+        self._on_close = on_close
+        self._buffer = bytearray()
+        self._closed = False
+        self._why = ""
+        os.set_blocking(read_fd, False)
+
+    def send_raw(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.write_fd, view) :]
+        except OSError as exc:
+            raise ChannelClosed(f"cannot write to the runner: {exc}") from None
+
+    def send(self, message: dict) -> None:
+        self.send_raw(runner.frame(message))
+
+    def recv(self, deadline: float) -> dict:
+        selector = selectors.DefaultSelector()
+        selector.register(self.read_fd, selectors.EVENT_READ)
+        try:
+            while True:
+                if len(self._buffer) >= 4:
+                    (size,) = struct.unpack(">I", self._buffer[:4])
+                    if size > runner.MAX_FRAME:
+                        raise ChannelClosed(f"the runner sent a frame of {size} bytes")
+                    if len(self._buffer) >= 4 + size:
+                        body = bytes(self._buffer[4 : 4 + size])
+                        del self._buffer[: 4 + size]
+                        return json.loads(body)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                if not selector.select(remaining):
+                    continue
+                try:
+                    chunk = os.read(self.read_fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    raise ChannelClosed("the runner's output ended")
+                self._buffer += chunk
+        finally:
+            selector.close()
+
+    def diagnostics(self) -> str:
+        return self._why
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for fd in (self.write_fd, self.read_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._why = self._on_close()
+
+
+OpenChannel = Callable[[str, Limits], Channel]
+
+
+def _text(b64: str, limit: int) -> str:
+    raw = base64.b64decode(b64)[-limit:]
+    return raw.decode("utf-8", errors="replace")
+
+
+class FunctionSession:
+    """Runs completions of one task, each in a clean fork, until closed."""
+
+    def __init__(self, open_channel: OpenChannel, task: FunctionTask, limits: Limits) -> None:
+        self._open = open_channel
+        self.task = task
+        self.limits = limits
+        self._channels: dict[str, Channel] = {}
+
+    def __enter__(self) -> FunctionSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for role in list(self._channels):
+            self._drop(role)
+
+    def _drop(self, role: str) -> str:
+        channel = self._channels.pop(role, None)
+        if channel is None:
+            return ""
+        channel.close()
+        return channel.diagnostics()
+
+    def _channel(self, role: str) -> Channel:
+        if role not in self._channels:
+            channel = self._open(role, self.limits)
+            try:
+                channel.send(
+                    {
+                        "op": "init",
+                        "role": role,
+                        "limits": {
+                            "memory_bytes": self.limits.memory_bytes,
+                            "wall_seconds": self.limits.wall_seconds,
+                            "output_bytes": self.limits.output_bytes,
+                            "tail_bytes": self.limits.tail_bytes,
+                        },
+                        **getattr(channel, "init_extra", {}),
+                    }
+                )
+                ready = channel.recv(time.monotonic() + READY_SECONDS)
+            except (TimeoutError, ChannelClosed, ValueError) as exc:
+                channel.close()
+                raise ChannelClosed(
+                    f"the {role} sandbox did not start: {exc}; {channel.diagnostics()}"
+                ) from None
+            if ready.get("op") != "ready":
+                channel.close()
+                raise ChannelClosed(f"the {role} sandbox answered {ready!r} instead of ready")
+            self._channels[role] = channel
+        return self._channels[role]
+
+    def run(self, completion: str) -> Execution:
+        started = time.monotonic()
+        deadline = started + self.limits.wall_seconds
+        try:
+            solution = self._channel(SOLUTION)
+            check = self._channel(CHECK)
+        except ChannelClosed as exc:
+            return self._result(Outcome.SANDBOX_ERROR, started, error=str(exc))
+        solution_alive = True
+        try:
+            solution.send(
+                {
+                    "op": "start",
+                    "source": self.task.prompt + completion,
+                    "entry_point": self.task.entry_point,
+                }
+            )
+            solution.recv(deadline)
+        except ChannelClosed:
+            solution_alive = False  # the run fails below: every call finds it gone
+        try:
+            check.send(
+                {
+                    "op": "start",
+                    "source": self.task.prompt + "\n" + self.task.test + "\n",
+                    "entry_point": self.task.entry_point,
+                }
+            )
+            while True:
+                message = check.recv(deadline)
+                if message.get("op") == "verdict":
+                    verdict = message
+                    break
+                reply = {"gone": "the solution's sandbox ended"}
+                if solution_alive:
+                    try:
+                        solution.send({"op": "call", "call": message["call"]})
+                        reply = solution.recv(deadline)["reply"]
+                    except ChannelClosed:
+                        solution_alive = False
+                check.send({"op": "reply", "reply": reply})
+        except TimeoutError:
+            self.close()
+            return self._result(
+                Outcome.TIMED_OUT,
+                started,
+                error=f"wall-clock limit of {self.limits.wall_seconds:g} s reached",
+            )
+        except (ChannelClosed, KeyError, ValueError) as exc:
+            why = self._drop(CHECK)
+            self._drop(SOLUTION)
+            return self._result(
+                Outcome.SANDBOX_ERROR, started, error=f"check sandbox failed: {exc}; {why}"
+            )
+        ended = {}
+        if solution_alive:
+            try:
+                solution.send({"op": "end"})
+                ended = solution.recv(time.monotonic() + 5)
+            except (ChannelClosed, TimeoutError):
+                solution_alive = False
+        if not solution_alive:
+            self._drop(SOLUTION)  # the next run starts a fresh one
+        return self._verdict(verdict, ended, started)
+
+    def _verdict(self, verdict: dict, ended: dict, started: float) -> Execution:
+        tail = self.limits.tail_bytes
+        out = _text(ended.get("stdout", ""), tail)
+        check_err = _text(verdict.get("stderr", ""), tail)
+        solution_err = _text(ended.get("stderr", ""), tail)
+        err = check_err
+        if solution_err:
+            err = (check_err + "\n[solution's stderr]\n" + solution_err)[-tail:]
+        code = verdict.get("exit")
+        outcome, error = Outcome.FAILED, ""
+        if "output" in (verdict.get("killed_for"), ended.get("killed_for")):
+            outcome, error = (
+                Outcome.OUTPUT_TRUNCATED,
+                f"output passed {self.limits.output_bytes} bytes",
+            )
+        elif code == 0:
+            outcome = Outcome.PASSED
+        elif -signal.SIGXCPU in (code, ended.get("exit")):
+            outcome, error = Outcome.TIMED_OUT, "CPU time limit reached"
+        elif _MEMORY_SIGNS.search(check_err) or _MEMORY_SIGNS.search(solution_err):
+            outcome, error = (
+                Outcome.OUT_OF_MEMORY,
+                f"memory limit of {self.limits.memory_bytes} bytes",
+            )
+        return Execution(outcome, code, time.monotonic() - started, out, err, error)
+
+    def _result(self, outcome: Outcome, started: float, *, error: str) -> Execution:
+        return Execution(outcome, None, time.monotonic() - started, "", "", error)
