@@ -180,9 +180,15 @@ CELERY_BEAT_SCHEDULE = {
 # --- Sandbox and inspection ---------------------------------------------------------------------
 SANDBOX_BACKEND = env("SANDBOX_BACKEND", "local")
 if SANDBOX_BACKEND not in ("local", "docker"):
-    raise ImproperlyConfigured(f"Unexpected value SANDBOX_BACKEND={SANDBOX_BACKEND}, use 'local'")
+    raise ImproperlyConfigured(
+        f"Unexpected value SANDBOX_BACKEND={SANDBOX_BACKEND}, use 'local' or 'docker'"
+    )
 SANDBOX_ALLOW_UNSANDBOXED = envbool("SANDBOX_ALLOW_UNSANDBOXED", "False")
 SANDBOX_PYTHON = env("SANDBOX_PYTHON", "")  # empty: /usr/bin/python3, else this interpreter
+# Docker backend: the image (built locally by bin/build-sandbox-image) and how many containers
+# each worker process keeps started ahead of need.
+SANDBOX_IMAGE = env("SANDBOX_IMAGE", "inspector-sandbox:bookworm")
+SANDBOX_POOL_SIZE = envint("SANDBOX_POOL_SIZE", "2")
 
 RUN_WALL_SECONDS = envfloat("RUN_WALL_SECONDS", "10")
 RUN_MEMORY_MB = envint("RUN_MEMORY_MB", "1024")

@@ -54,10 +54,14 @@ def test_the_whole_path_on_the_embedded_defaults(start_worker, import_taskset, r
 
 
 @pytest.mark.production
-def test_the_whole_path_on_postgresql_and_redis(start_worker, import_taskset, reviewer):
+def test_the_whole_path_on_postgresql_redis_and_the_docker_sandbox(
+    start_worker, import_taskset, reviewer
+):
     assert settings.CELERY_BROKER_URL.startswith("redis://")
+    assert settings.SANDBOX_BACKEND == "docker"
     start_worker()
     whole_path(import_taskset, reviewer)
+    assert Inspection.objects.get().config["sandbox_backend"] == "docker"
 
 
 def test_inspect_wait_without_a_worker_says_so_and_fails(import_taskset, purge_broker):

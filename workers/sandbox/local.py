@@ -112,7 +112,7 @@ def _remove_tree(path: str) -> None:
 
 @contextmanager
 def work_folder(program: str, owner: int | None, parent: str | None = None) -> Iterator[str]:
-    path = tempfile.mkdtemp(prefix="sandbox-", dir=parent)
+    path = tempfile.mkdtemp(prefix=_folder_prefix(), dir=parent)
     try:
         main = os.path.join(path, "main.py")
         with open(main, "w", encoding="utf-8") as fh:
@@ -123,6 +123,26 @@ def work_folder(program: str, owner: int | None, parent: str | None = None) -> I
         yield path
     finally:
         _remove_tree(path)
+
+
+def _folder_prefix() -> str:
+    # The worker's pid in the name tells a sweep which folders no living worker owns.
+    return f"sandbox-{os.getpid()}-"
+
+
+def sweep_work_folders(root: str | None = None) -> int:
+    """Remove the work folders of workers that are gone (killed before they could clean up)."""
+    root = root or tempfile.gettempdir()
+    removed = 0
+    for entry in os.scandir(root):
+        parts = entry.name.split("-")
+        if len(parts) < 3 or parts[0] != "sandbox" or not parts[1].isdigit():
+            continue
+        if os.path.exists(f"/proc/{parts[1]}"):
+            continue
+        _remove_tree(entry.path)
+        removed += 1
+    return removed
 
 
 class _LocalBase:
@@ -158,7 +178,7 @@ class _LocalBase:
         uid = self.run_uid()
         if uid is not None and role == CHECK:
             uid += _UID_SPREAD  # the check's sandbox is out of the solution's reach by uid too
-        folder = tempfile.mkdtemp(prefix="sandbox-", dir=self.work_root)
+        folder = tempfile.mkdtemp(prefix=_folder_prefix(), dir=self.work_root)
         if uid is not None:
             os.chown(folder, uid, uid)
         to_runner_r, to_runner_w = os.pipe()
