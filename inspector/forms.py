@@ -29,7 +29,9 @@ class QuarantineForm(forms.Form):
 class DismissForm(forms.Form):
     note = forms.CharField(
         max_length=2000,
-        widget=forms.TextInput(attrs={"placeholder": "why it is not a defect (required)", "size": 36}),
+        widget=forms.TextInput(
+            attrs={"placeholder": "why it is not a defect (required)", "size": 36}
+        ),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import BinaryIO
@@ -217,11 +218,11 @@ def inspection_dispatch(*, inspection_id: int) -> int:
 
 
 def _runs_send(rows) -> int:
-    """Send (run id, task id) pairs as messages of one task's runs each, at most RUNS_PER_MESSAGE.
+    """Send (run id, task id) pairs in messages of whole tasks' runs, about RUNS_PER_MESSAGE.
 
-    A message per run would spend more time in the broker than in the sandbox; a message per
-    task keeps the work balanced across workers and cheap to redeliver (claimed runs are skipped).
-    """
+    A message per run would spend more time in the broker than in the sandbox, and a session
+    per message spreads the start of its two sandboxes over many runs; a task's runs stay in
+    one message unless it alone has more. Redelivery is cheap: claimed runs are skipped."""
     from workers.tasks import runs_execute
 
     sent = 0
@@ -229,7 +230,11 @@ def _runs_send(rows) -> int:
     batch_task = None
     with runs_execute.app.producer_or_acquire() as producer:
         for run_id, task_id in rows:
-            if batch and (task_id != batch_task or len(batch) >= settings.RUNS_PER_MESSAGE):
+            if (
+                batch
+                and len(batch) >= settings.RUNS_PER_MESSAGE
+                and (task_id != batch_task or len(batch) >= 4 * settings.RUNS_PER_MESSAGE)
+            ):
                 runs_execute.apply_async((batch,), producer=producer)
                 batch = []
             batch.append(run_id)
@@ -267,78 +272,89 @@ def run_completion(run: Run) -> str:
     return PROBES[run.probe]
 
 
-def runs_execute(*, run_ids: list[int], worker: str = "") -> int:
-    """Execute the runs of one message (one task's, as sent) in turn, in one sandbox session
-    per task: a clean fork per run. Returns how many this worker executed."""
-    sessions: dict[int, FunctionSession] = {}
-    executed = 0
-    try:
-        for run_id in run_ids:
-            if _run_execute(run_id=run_id, worker=worker, sessions=sessions) is not None:
-                executed += 1
-    finally:
-        for session in sessions.values():
-            session.close()
-    return executed
-
-
-def run_execute(*, run_id: int, worker: str = "") -> Run | None:
-    """Claim a queued run, execute it in the sandbox and record the outcome exactly once.
-
-    Returns None when another worker has the run (a redelivered message)."""
-    sessions: dict[int, FunctionSession] = {}
-    try:
-        return _run_execute(run_id=run_id, worker=worker, sessions=sessions)
-    finally:
-        for session in sessions.values():
-            session.close()
-
-
-def _run_execute(
-    *, run_id: int, worker: str, sessions: dict[int, FunctionSession]
-) -> Run | None:
+def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
+    """Claim the queued runs among `run_ids`, execute them in turn in one sandbox session (a
+    clean fork per run) and record each outcome exactly once. Returns the runs this worker
+    executed; runs another worker holds (a redelivered message) are skipped."""
     now = timezone.now()
-    lease = now + timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
-    claimed = Run.objects.filter(pk=run_id, status=Run.QUEUED).update(
+    # Claimed under a token of this call, so one query tells which runs are ours.
+    token = f"{worker[:180]}#{uuid.uuid4().hex[:12]}"
+    lease_span = timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
+    lease = now + lease_span
+    claimed = Run.objects.filter(pk__in=run_ids, status=Run.QUEUED).update(
         status=Run.RUNNING,
         attempts=F("attempts") + 1,
         lease_expires_at=lease,
-        worker=worker[:200],
+        worker=token,
         started_at=now,
     )
-    if not claimed:
-        logger.info("run %s: already claimed or finished, skipping", run_id)
-        return None
-    run = Run.objects.select_related("task", "sample", "inspection").get(pk=run_id)
-    if run.inspection.status == Inspection.FAILED:
-        _run_record_error(run, f"inspection #{run.inspection_id} failed: {run.inspection.error}")
-        return run
+    if claimed < len(run_ids):
+        logger.info(
+            "%s of %s runs already claimed or finished, skipping them",
+            len(run_ids) - claimed,
+            len(run_ids),
+        )
+    runs = list(
+        Run.objects.filter(pk__in=run_ids, status=Run.RUNNING, worker=token)
+        .select_related("task", "sample", "inspection")
+        .order_by("pk")
+    )
+    tasks: dict[int, FunctionTask] = {}
+    failed: dict[int, str] = {}
+    session: FunctionSession | None = None
     try:
-        session = sessions.get(run.task_id)
-        if session is None:
-            task = run.task
-            session = sessions[run.task_id] = _sandbox().session(
-                FunctionTask(prompt=task.prompt, test=task.test, entry_point=task.entry_point),
-                limits=run_limits(),
-            )
-        execution = session.run(run_completion(run))
-    except SandboxUnavailable as exc:
-        message = f"sandbox unavailable: {exc}"
-        logger.error("run %s of inspection %s: %s", run_id, run.inspection_id, message)
-        Inspection.objects.filter(
-            pk=run.inspection_id, status__in=(Inspection.QUEUED, Inspection.RUNNING)
-        ).update(status=Inspection.FAILED, error=message, finished_at=timezone.now())
-        _run_record_error(run, message)
-        return run
-    if execution.outcome == Outcome.SANDBOX_ERROR and run.attempts < settings.RUN_MAX_ATTEMPTS:
-        logger.warning("run %s: sandbox error, retrying: %s", run_id, execution.error)
-        if Run.objects.filter(pk=run_id, status=Run.RUNNING, attempts=run.attempts).update(
-            status=Run.QUEUED, error=execution.error[:2000]
-        ):
-            _run_enqueue([run_id])
-        return run
-    _run_record(run, execution)
-    return run
+        for index, run in enumerate(runs):
+            # The lease covers the runs still ahead: renewed while this worker lives, it runs
+            # out soon after it dies, and the sweeper re-queues what it held.
+            now = timezone.now()
+            if lease - now < lease_span / 2:
+                lease = now + lease_span
+                ahead = [r.pk for r in runs[index:]]
+                Run.objects.filter(pk__in=ahead, status=Run.RUNNING, worker=token).update(
+                    lease_expires_at=lease
+                )
+            if run.inspection.status == Inspection.FAILED or run.inspection_id in failed:
+                why = failed.get(run.inspection_id) or run.inspection.error
+                _run_record_error(run, f"inspection #{run.inspection_id} failed: {why}")
+                continue
+            if run.task_id not in tasks:
+                t = run.task
+                tasks[run.task_id] = FunctionTask(
+                    prompt=t.prompt, test=t.test, entry_point=t.entry_point
+                )
+            try:
+                session = session or _sandbox().session(limits=run_limits())
+                execution = session.run(run_completion(run), task=tasks[run.task_id])
+            except SandboxUnavailable as exc:
+                message = f"sandbox unavailable: {exc}"
+                logger.error("run %s of inspection %s: %s", run.pk, run.inspection_id, message)
+                Inspection.objects.filter(
+                    pk=run.inspection_id, status__in=(Inspection.QUEUED, Inspection.RUNNING)
+                ).update(status=Inspection.FAILED, error=message, finished_at=timezone.now())
+                failed[run.inspection_id] = message
+                _run_record_error(run, message)
+                continue
+            if (
+                execution.outcome == Outcome.SANDBOX_ERROR
+                and run.attempts < settings.RUN_MAX_ATTEMPTS
+            ):
+                logger.warning("run %s: sandbox error, retrying: %s", run.pk, execution.error)
+                if Run.objects.filter(pk=run.pk, status=Run.RUNNING, attempts=run.attempts).update(
+                    status=Run.QUEUED, error=execution.error[:2000]
+                ):
+                    _run_enqueue([run.pk])
+                continue
+            _run_record(run, execution)
+    finally:
+        if session is not None:
+            session.close()
+    return runs
+
+
+def run_execute(*, run_id: int, worker: str = "") -> Run | None:
+    """One run, as runs_execute does it; None when another worker has it."""
+    runs = runs_execute(run_ids=[run_id], worker=worker)
+    return runs[0] if runs else None
 
 
 def _run_record(run: Run, execution: Execution) -> None:

@@ -115,7 +115,7 @@ def test_a_run_delivered_twice_is_executed_and_recorded_once(import_taskset, eag
     inspection.refresh_from_db()
 
     assert first is not None and second is None
-    assert Run.objects.get(pk=run.pk).worker == "a"
+    assert Run.objects.get(pk=run.pk).worker.startswith("a#")
     assert inspection.runs_done == 1
 
 

@@ -24,7 +24,7 @@ def inspection_dispatch(inspection_id: int) -> int:
 def runs_execute(run_ids: list[int]) -> int:
     from inspector import services
 
-    return services.runs_execute(run_ids=run_ids, worker=_worker_name())
+    return len(services.runs_execute(run_ids=run_ids, worker=_worker_name()))
 
 
 @shared_task(name="workers.inspection_analyse", acks_late=True)

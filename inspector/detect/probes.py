@@ -11,11 +11,7 @@ PROBES: dict[str, str] = {
     # Ends the process with status 0 when called: passes any harness that takes the exit
     # status of one process running both the solution and the check.
     "exit-zero": (
-        "    import os, sys\n"
-        "    try:\n"
-        "        sys.exit(0)\n"
-        "    finally:\n"
-        "        os._exit(0)\n"
+        "    import os, sys\n    try:\n        sys.exit(0)\n    finally:\n        os._exit(0)\n"
     ),
     # Lets the check fail, then turns the failing exit status into 0 at interpreter exit.
     "atexit-exit": (

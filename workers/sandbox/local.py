@@ -170,8 +170,8 @@ class _LocalBase:
             return None
         return self.uid_base + os.getpid() % _UID_SPREAD
 
-    def session(self, task: FunctionTask, *, limits: Limits) -> FunctionSession:
-        """The runs of one task: a solution sandbox and a check sandbox, a clean fork per run."""
+    def session(self, task: FunctionTask | None = None, *, limits: Limits) -> FunctionSession:
+        """A solution sandbox and a check sandbox, a clean fork per run."""
         return FunctionSession(self._open_runner, task, limits)
 
     def _open_runner(self, role: str, limits: Limits) -> FdChannel:

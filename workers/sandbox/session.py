@@ -122,9 +122,15 @@ def _text(b64: str, limit: int) -> str:
 
 
 class FunctionSession:
-    """Runs completions of one task, each in a clean fork, until closed."""
+    """Runs completions, each in a clean fork, until closed.
 
-    def __init__(self, open_channel: OpenChannel, task: FunctionTask, limits: Limits) -> None:
+    The runners know nothing of a task until a run starts, and clean up after every run as they
+    would between two completions of one task; so a session may serve the runs of several tasks
+    (`run(..., task=...)`), which spreads the cost of starting its two sandboxes."""
+
+    def __init__(
+        self, open_channel: OpenChannel, task: FunctionTask | None, limits: Limits
+    ) -> None:
         self._open = open_channel
         self.task = task
         self.limits = limits
@@ -147,10 +153,15 @@ class FunctionSession:
         channel.close()
         return channel.diagnostics()
 
-    def _channel(self, role: str) -> Channel:
-        if role not in self._channels:
-            channel = self._open(role, self.limits)
-            try:
+    def _ensure_channels(self) -> tuple[Channel, Channel]:
+        """Start the sandboxes that are missing, both at once, and wait until they are ready."""
+        pending: list[tuple[str, Channel]] = []
+        try:
+            for role in (SOLUTION, CHECK):
+                if role in self._channels:
+                    continue
+                channel = self._open(role, self.limits)
+                pending.append((role, channel))
                 channel.send(
                     {
                         "op": "init",
@@ -164,24 +175,27 @@ class FunctionSession:
                         **getattr(channel, "init_extra", {}),
                     }
                 )
-                ready = channel.recv(time.monotonic() + READY_SECONDS)
-            except (TimeoutError, ChannelClosed, ValueError) as exc:
+            deadline = time.monotonic() + READY_SECONDS
+            for _role, channel in pending:
+                ready = channel.recv(deadline)
+                if ready.get("op") != "ready":
+                    raise ChannelClosed(f"it answered {ready!r} instead of ready")
+        except (TimeoutError, ChannelClosed, ValueError, OSError) as exc:
+            why = []
+            for role, channel in pending:
                 channel.close()
-                raise ChannelClosed(
-                    f"the {role} sandbox did not start: {exc}; {channel.diagnostics()}"
-                ) from None
-            if ready.get("op") != "ready":
-                channel.close()
-                raise ChannelClosed(f"the {role} sandbox answered {ready!r} instead of ready")
-            self._channels[role] = channel
-        return self._channels[role]
+                why.append(f"{role}: {channel.diagnostics()}")
+            raise ChannelClosed(f"a sandbox did not start: {exc!r}; {'; '.join(why)}") from None
+        self._channels.update(pending)
+        return self._channels[SOLUTION], self._channels[CHECK]
 
-    def run(self, completion: str) -> Execution:
+    def run(self, completion: str, *, task: FunctionTask | None = None) -> Execution:
+        task = task or self.task
+        assert task is not None, "a session made without a task needs one per run"
         started = time.monotonic()
         deadline = started + self.limits.wall_seconds
         try:
-            solution = self._channel(SOLUTION)
-            check = self._channel(CHECK)
+            solution, check = self._ensure_channels()
         except ChannelClosed as exc:
             return self._result(Outcome.SANDBOX_ERROR, started, error=str(exc))
         solution_alive = True
@@ -189,8 +203,8 @@ class FunctionSession:
             solution.send(
                 {
                     "op": "start",
-                    "source": self.task.prompt + completion,
-                    "entry_point": self.task.entry_point,
+                    "source": task.prompt + completion,
+                    "entry_point": task.entry_point,
                 }
             )
             solution.recv(deadline)
@@ -200,8 +214,8 @@ class FunctionSession:
             check.send(
                 {
                     "op": "start",
-                    "source": self.task.prompt + "\n" + self.task.test + "\n",
-                    "entry_point": self.task.entry_point,
+                    "source": task.prompt + "\n" + task.test + "\n",
+                    "entry_point": task.entry_point,
                 }
             )
             while True:
