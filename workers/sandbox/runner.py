@@ -347,36 +347,39 @@ class Runner:
     def wait_child_message(self) -> dict | None:
         """Pump the child's output until it sends a frame (returned) or exits (None)."""
         child = self.child
-        sel = selectors.DefaultSelector()
-        for fd in (child["from"], child["out"], child["err"], child["pidfd"]):
-            sel.register(fd, selectors.EVENT_READ)
-        open_fds = {child["out"], child["err"]}
-        try:
-            while True:
-                for key, _ in sel.select():
-                    fd = key.fd
-                    if fd == child["from"]:
-                        try:
-                            message = read_frame(fd)
-                        except (BoundaryError, ValueError) as exc:
-                            self._kill_child()
-                            child["protocol_error"] = str(exc)
-                            message = None
-                        if message is not None:
-                            return message
-                        sel.unregister(fd)
-                    elif fd == child["pidfd"]:
-                        sel.unregister(fd)
-                        self._reap_child()
-                        for other in list(open_fds):
-                            while self._drain_nonblocking(other):
-                                pass
-                        return None
-                    elif not self._drain(fd):
-                        sel.unregister(fd)
-                        open_fds.discard(fd)
-        finally:
-            sel.close()
+        sel = child.get("selector")
+        if sel is None:
+            # One selector for the whole run: a call is answered many times per run.
+            sel = child["selector"] = selectors.DefaultSelector()
+            for fd in (child["from"], child["out"], child["err"], child["pidfd"]):
+                sel.register(fd, selectors.EVENT_READ)
+            child["open"] = {child["out"], child["err"]}
+        open_fds = child["open"]
+        if child["exit"] is not None:
+            return None
+        while True:
+            for key, _ in sel.select():
+                fd = key.fd
+                if fd == child["from"]:
+                    try:
+                        message = read_frame(fd)
+                    except (BoundaryError, ValueError) as exc:
+                        self._kill_child()
+                        child["protocol_error"] = str(exc)
+                        message = None
+                    if message is not None:
+                        return message
+                    sel.unregister(fd)
+                elif fd == child["pidfd"]:
+                    sel.unregister(fd)
+                    self._reap_child()
+                    for other in list(open_fds):
+                        while self._drain_nonblocking(other):
+                            pass
+                    return None
+                elif not self._drain(fd):
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
 
     def _drain_nonblocking(self, fd: int) -> bool:
         ready = selectors.DefaultSelector()
@@ -413,6 +416,8 @@ class Runner:
                     os.waitpid(-1, 0)
                 except ChildProcessError:
                     break
+        if child.get("selector") is not None:
+            child["selector"].close()
         for fd in (child["to"], child["from"], child["out"], child["err"], child["pidfd"]):
             try:
                 os.close(fd)

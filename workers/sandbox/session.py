@@ -58,6 +58,8 @@ class FdChannel:
         self._closed = False
         self._why = ""
         os.set_blocking(read_fd, False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(read_fd, selectors.EVENT_READ)
 
     def send_raw(self, data: bytes) -> None:
         view = memoryview(data)
@@ -71,32 +73,26 @@ class FdChannel:
         self.send_raw(runner.frame(message))
 
     def recv(self, deadline: float) -> dict:
-        selector = selectors.DefaultSelector()
-        selector.register(self.read_fd, selectors.EVENT_READ)
-        try:
-            while True:
-                if len(self._buffer) >= 4:
-                    (size,) = struct.unpack(">I", self._buffer[:4])
-                    if size > runner.MAX_FRAME:
-                        raise ChannelClosed(f"the runner sent a frame of {size} bytes")
-                    if len(self._buffer) >= 4 + size:
-                        body = bytes(self._buffer[4 : 4 + size])
-                        del self._buffer[: 4 + size]
-                        return json.loads(body)
+        while True:
+            if len(self._buffer) >= 4:
+                (size,) = struct.unpack(">I", self._buffer[:4])
+                if size > runner.MAX_FRAME:
+                    raise ChannelClosed(f"the runner sent a frame of {size} bytes")
+                if len(self._buffer) >= 4 + size:
+                    body = bytes(self._buffer[4 : 4 + size])
+                    del self._buffer[: 4 + size]
+                    return json.loads(body)
+            try:
+                chunk = os.read(self.read_fd, 1 << 16)
+            except BlockingIOError:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError
-                if not selector.select(remaining):
-                    continue
-                try:
-                    chunk = os.read(self.read_fd, 1 << 16)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    raise ChannelClosed("the runner's output ended")
-                self._buffer += chunk
-        finally:
-            selector.close()
+                    raise TimeoutError from None
+                self._selector.select(remaining)
+                continue
+            if not chunk:
+                raise ChannelClosed("the runner's output ended")
+            self._buffer += chunk
 
     def diagnostics(self) -> str:
         return self._why
@@ -105,6 +101,7 @@ class FdChannel:
         if self._closed:
             return
         self._closed = True
+        self._selector.close()
         for fd in (self.write_fd, self.read_fd):
             try:
                 os.close(fd)
