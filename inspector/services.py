@@ -658,3 +658,19 @@ def workers_alive(*, timeout: float = 1.0) -> list[str]:
 
     replies = app.control.ping(timeout=timeout) or []
     return sorted(name for reply in replies for name in reply)
+
+
+def sandbox_sweep() -> dict[str, int]:
+    """Remove what workers killed before they could clean up left behind on this machine:
+    local work folders and Docker containers of worker processes that are gone."""
+    from workers.sandbox.local import sweep_work_folders
+
+    swept = {"work_folders": sweep_work_folders()}
+    if settings.SANDBOX_BACKEND == "docker":
+        try:
+            swept["containers"] = _sandbox().sweep()
+        except SandboxUnavailable as exc:
+            logger.error("cannot sweep sandbox containers: %s", exc)
+    if any(swept.values()):
+        logger.warning("swept sandbox leftovers of dead workers: %s", swept)
+    return swept

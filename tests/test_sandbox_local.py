@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -280,3 +281,16 @@ def test_without_bwrap_allow_unsandboxed_gives_the_unsandboxed_backend(
 def test_an_unknown_backend_names_the_accepted_values() -> None:
     with pytest.raises(SandboxUnavailable, match="accepted values are local.*docker"):
         get_sandbox("kubernetes")
+
+
+def test_a_sweep_removes_the_work_folders_of_dead_workers_and_keeps_the_living_ones(tmp_path):
+    from workers.sandbox.local import sweep_work_folders
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / f"sandbox-{dead.pid}-abc").mkdir()
+    (tmp_path / f"sandbox-{os.getpid()}-def").mkdir()
+    (tmp_path / "unrelated").mkdir()
+
+    assert sweep_work_folders(str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"sandbox-{os.getpid()}-def", "unrelated"]

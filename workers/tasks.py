@@ -43,5 +43,9 @@ def runs_sweep() -> dict[str, int]:
 
 @worker_ready.connect
 def _sweep_at_start(**_: object) -> None:
-    # Runs a previous worker on this machine left half-done are re-queued without waiting for beat.
+    from inspector import services
+
+    # Containers and work folders of workers killed on this machine go first; then the runs
+    # they left half-done are re-queued without waiting for beat.
+    services.sandbox_sweep()
     runs_sweep.delay()
