@@ -660,6 +660,24 @@ def workers_alive(*, timeout: float = 1.0) -> list[str]:
     return sorted(name for reply in replies for name in reply)
 
 
+def sandbox_warm() -> None:
+    """Start a worker process's sandboxes ahead of its first message."""
+    if settings.SANDBOX_BACKEND == "docker":
+        try:
+            _sandbox().warm(run_limits())
+        except SandboxUnavailable as exc:
+            logger.error("cannot warm the sandbox pool: %s", exc)
+
+
+def sandbox_close() -> None:
+    """Remove what this worker process holds (its warm pool): pool processes exit without
+    running atexit hooks."""
+    if _sandbox.cache_info().currsize:
+        close = getattr(_sandbox(), "close", None)
+        if close is not None:
+            close()
+
+
 def sandbox_sweep() -> dict[str, int]:
     """Remove what workers killed before they could clean up left behind on this machine:
     local work folders and Docker containers of worker processes that are gone."""
@@ -667,8 +685,10 @@ def sandbox_sweep() -> dict[str, int]:
 
     swept = {"work_folders": sweep_work_folders()}
     if settings.SANDBOX_BACKEND == "docker":
+        from workers.sandbox.docker import sweep
+
         try:
-            swept["containers"] = _sandbox().sweep()
+            swept["containers"] = sweep()  # no pool of its own: the main process runs nothing
         except SandboxUnavailable as exc:
             logger.error("cannot sweep sandbox containers: %s", exc)
     if any(swept.values()):

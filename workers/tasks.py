@@ -6,7 +6,7 @@ import os
 import socket
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 
 
 def _worker_name() -> str:
@@ -49,3 +49,17 @@ def _sweep_at_start(**_: object) -> None:
     # they left half-done are re-queued without waiting for beat.
     services.sandbox_sweep()
     runs_sweep.delay()
+
+
+@worker_process_init.connect
+def _warm_sandbox(**_: object) -> None:
+    from inspector import services
+
+    services.sandbox_warm()
+
+
+@worker_process_shutdown.connect
+def _close_sandbox(**_: object) -> None:
+    from inspector import services
+
+    services.sandbox_close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from workers.sandbox.base import Execution, Limits, Outcome, Sandbox, SandboxUnavailable
 from workers.sandbox.local import LocalSandbox, UnsandboxedSandbox
@@ -20,7 +21,9 @@ __all__ = [
     "get_sandbox",
 ]
 
-BACKENDS = ("local",)
+BACKENDS = ("local", "docker")
+# pid -> this process's DockerSandbox: its warm pool and threads are per process.
+_docker: dict[int, Sandbox] = {}
 
 
 def get_sandbox(
@@ -28,9 +31,19 @@ def get_sandbox(
 ) -> Sandbox:
     if backend not in BACKENDS:
         raise SandboxUnavailable(
-            f"unknown sandbox backend {backend!r}: accepted values are {', '.join(BACKENDS)} "
-            "(a 'docker' backend will come in a later issue)"
+            f"unknown sandbox backend {backend!r}: accepted values are {', '.join(BACKENDS)}"
         )
+    if backend == "docker":
+        # No unsandboxed fallback, and `python` names a host interpreter: the container's is
+        # the image's /usr/bin/python3. Raises SandboxUnavailable when the engine or image is
+        # missing.
+        pid = os.getpid()
+        if pid not in _docker:
+            from workers.sandbox.docker import DockerSandbox
+
+            _docker.clear()  # a parent's, inherited through fork
+            _docker[pid] = DockerSandbox()
+        return _docker[pid]
     try:
         return LocalSandbox(python=python)
     except SandboxUnavailable as exc:

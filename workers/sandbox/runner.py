@@ -425,7 +425,7 @@ class Runner:
                 pass
         shutil.rmtree(child["folder"], ignore_errors=True)
         if self.namespace:
-            for scratch in ("/tmp", "/dev/shm"):
+            for scratch in ("/tmp", "/dev/shm", "/dev/mqueue"):
                 for name in os.listdir(scratch) if os.path.isdir(scratch) else ():
                     path = os.path.join(scratch, name)
                     if os.path.isdir(path) and not os.path.islink(path):
@@ -466,6 +466,9 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
     except Exception:  # noqa: BLE001
         pass
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # As pid 1 (Docker) the runner receives only the signals it handles: Python's own SIGINT
+    # handler would let a run's process interrupt it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     init = read_frame(stdin)
     if init is None or init.get("op") != "init":
         sys.exit("inspector-runner: expected an init message")

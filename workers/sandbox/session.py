@@ -48,13 +48,41 @@ class Channel(Protocol):
     def close(self) -> None: ...
 
 
+class FrameBuffer:
+    """Bytes from a runner in, whole messages out."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def next(self) -> dict | None:
+        if len(self._buffer) < 4:
+            return None
+        (size,) = struct.unpack(">I", self._buffer[:4])
+        if size > runner.MAX_FRAME:
+            raise ChannelClosed(f"the runner sent a frame of {size} bytes")
+        if len(self._buffer) < 4 + size:
+            return None
+        body = bytes(self._buffer[4 : 4 + size])
+        del self._buffer[: 4 + size]
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise ChannelClosed(f"the runner sent a malformed frame: {exc}") from None
+        if type(message) is not dict:
+            raise ChannelClosed("the runner sent a frame that is not an object")
+        return message
+
+
 class FdChannel:
     """A runner reached through two file descriptors (a process's stdin and stdout)."""
 
     def __init__(self, write_fd: int, read_fd: int, *, on_close: Callable[[], str]) -> None:
         self.write_fd, self.read_fd = write_fd, read_fd
         self._on_close = on_close
-        self._buffer = bytearray()
+        self._frames = FrameBuffer()
         self._closed = False
         self._why = ""
         os.set_blocking(read_fd, False)
@@ -74,14 +102,9 @@ class FdChannel:
 
     def recv(self, deadline: float) -> dict:
         while True:
-            if len(self._buffer) >= 4:
-                (size,) = struct.unpack(">I", self._buffer[:4])
-                if size > runner.MAX_FRAME:
-                    raise ChannelClosed(f"the runner sent a frame of {size} bytes")
-                if len(self._buffer) >= 4 + size:
-                    body = bytes(self._buffer[4 : 4 + size])
-                    del self._buffer[: 4 + size]
-                    return json.loads(body)
+            message = self._frames.next()
+            if message is not None:
+                return message
             try:
                 chunk = os.read(self.read_fd, 1 << 16)
             except BlockingIOError:
@@ -92,7 +115,7 @@ class FdChannel:
                 continue
             if not chunk:
                 raise ChannelClosed("the runner's output ended")
-            self._buffer += chunk
+            self._frames.feed(chunk)
 
     def diagnostics(self) -> str:
         return self._why
