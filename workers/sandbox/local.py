@@ -184,6 +184,10 @@ class _LocalBase:
         to_runner_r, to_runner_w = os.pipe()
         from_runner_r, from_runner_w = os.pipe()
         errors = tempfile.TemporaryFile()
+        # Nobody reopens these through /proc/PID/fd: without it, a run of the worker's own
+        # uid (a worker not running as root) could write frames into the runner's channel.
+        for fd in (to_runner_r, from_runner_r, errors.fileno()):
+            os.fchmod(fd, 0)
         # The runner lives for many runs: its own CPU limit is the session's, not one run's.
         session_limits = Limits(
             wall_seconds=3600,
@@ -289,6 +293,10 @@ class LocalSandbox(_LocalBase):
 
     def _runner_argv(self, folder: str, limits: Limits) -> list[str]:
         program_argv = self._argv(folder, limits)  # ends with: python -I main.py
+        # A session's code arrives on stdin: its /work is a sized tmpfs, not a host folder that
+        # a run could fill the host's disk through.
+        at = program_argv.index("--bind")
+        program_argv[at : at + 3] = ["--size", str(limits.file_bytes), "--tmpfs", "/work"]
         return [*program_argv[:-2], "-I", "-c", BOOTSTRAP]
 
     def _stop(self, pid: int) -> None:

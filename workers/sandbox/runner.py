@@ -177,10 +177,14 @@ CALL_IN, CALL_OUT = 3, 4  # the child's protocol descriptors
 def _exception_name(exc: BaseException) -> str:
     kind = type(exc)
     # Only ordinary builtin exceptions keep their type on the other side: SystemExit or
-    # KeyboardInterrupt raised there would end the check as if it had finished.
-    if kind.__module__ == "builtins" and issubclass(kind, Exception):
+    # KeyboardInterrupt raised there would end the check as if it had finished, and a
+    # StopIteration would silently end a check's loop over map(candidate, ...).
+    if kind.__module__ == "builtins" and issubclass(kind, Exception) and kind not in _STOPS:
         return kind.__name__
     return "Exception"
+
+
+_STOPS = (StopIteration, StopAsyncIteration)
 
 
 def _serve_solution(source: str, entry_point: str) -> None:
@@ -219,7 +223,7 @@ class Candidate:
             return decode(reply["ok"])
         name, message = reply["raise"]
         kind = getattr(builtins, str(name), None)
-        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+        if not (isinstance(kind, type) and issubclass(kind, Exception)) or kind in _STOPS:
             kind = RuntimeError
         raise kind(message)
 
@@ -270,7 +274,8 @@ class Runner:
 
     def start(self, message: dict) -> None:
         self.count += 1
-        folder = os.path.join(self.work, f"run{self.count}")
+        # A name no earlier run could have taken in advance.
+        folder = os.path.join(self.work, f"run{self.count}-{os.urandom(8).hex()}")
         os.mkdir(folder, 0o700)
         call_in_r, call_in_w = os.pipe()  # runner -> child
         call_out_r, call_out_w = os.pipe()  # child -> runner
@@ -423,18 +428,13 @@ class Runner:
                 os.close(fd)
             except OSError:
                 pass
-        shutil.rmtree(child["folder"], ignore_errors=True)
+        # Nothing of this run is left for the next: the whole work folder and the scratch
+        # folders are emptied, read-only subfolders included.
+        scratch = [self.work]
         if self.namespace:
-            for scratch in ("/tmp", "/dev/shm", "/dev/mqueue"):
-                for name in os.listdir(scratch) if os.path.isdir(scratch) else ():
-                    path = os.path.join(scratch, name)
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        shutil.rmtree(path, ignore_errors=True)
-                    else:
-                        try:
-                            os.unlink(path)
-                        except OSError:
-                            pass
+            scratch += ["/tmp", "/dev/shm", "/dev/mqueue"]
+        for folder in scratch:
+            _empty(folder)
         self.child = None
         return {
             "exit": child["exit"],
@@ -451,6 +451,31 @@ class Runner:
             return True
         except OSError:
             return False
+
+
+def _empty(folder: str) -> None:
+    def writable_and_retry(func, path, _exc) -> None:
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, onerror=writable_and_retry)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def serve(stdin: int = 0, stdout: int = 1) -> None:

@@ -228,7 +228,7 @@ class FunctionSession:
                 }
             )
             solution.recv(deadline)
-        except ChannelClosed:
+        except (ChannelClosed, TimeoutError):
             solution_alive = False  # the run fails below: every call finds it gone
         try:
             check.send(
@@ -247,7 +247,8 @@ class FunctionSession:
                 if solution_alive:
                     try:
                         solution.send({"op": "call", "call": message["call"]})
-                        reply = solution.recv(deadline)["reply"]
+                        answer = solution.recv(deadline)
+                        reply = answer.get("reply", {"gone": "the solution's runner misspoke"})
                     except ChannelClosed:
                         solution_alive = False
                 check.send({"op": "reply", "reply": reply})
@@ -268,7 +269,8 @@ class FunctionSession:
         if solution_alive:
             try:
                 solution.send({"op": "end"})
-                ended = solution.recv(time.monotonic() + 5)
+                # A runner the run stopped must not hold the worker past the run's limit.
+                ended = solution.recv(max(deadline, time.monotonic()) + 0.5)
             except (ChannelClosed, TimeoutError):
                 solution_alive = False
         if not solution_alive:
