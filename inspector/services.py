@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -302,8 +303,15 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     tasks: dict[int, FunctionTask] = {}
     failed: dict[int, str] = {}
     session: FunctionSession | None = None
+    # Outcomes are written a few at a time: a commit per run cost as much as the run itself.
+    # A worker that dies loses only unwritten outcomes, whose runs its lease hands back.
+    pending: list[tuple[Run, Execution]] = []
+    flushed = time.monotonic()
     try:
         for index, run in enumerate(runs):
+            if pending and (len(pending) >= 20 or time.monotonic() - flushed > 0.5):
+                _runs_record(pending)
+                pending, flushed = [], time.monotonic()
             # The lease covers the runs still ahead: renewed while this worker lives, it runs
             # out soon after it dies, and the sweeper re-queues what it held.
             now = timezone.now()
@@ -315,7 +323,9 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 )
             if run.inspection.status == Inspection.FAILED or run.inspection_id in failed:
                 why = failed.get(run.inspection_id) or run.inspection.error
-                _run_record_error(run, f"inspection #{run.inspection_id} failed: {why}")
+                pending.append(
+                    (run, _error_execution(f"inspection #{run.inspection_id} failed: {why}"))
+                )
                 continue
             if run.task_id not in tasks:
                 t = run.task
@@ -332,7 +342,7 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                     pk=run.inspection_id, status__in=(Inspection.QUEUED, Inspection.RUNNING)
                 ).update(status=Inspection.FAILED, error=message, finished_at=timezone.now())
                 failed[run.inspection_id] = message
-                _run_record_error(run, message)
+                pending.append((run, _error_execution(message)))
                 continue
             if (
                 execution.outcome == Outcome.SANDBOX_ERROR
@@ -344,10 +354,12 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 ):
                     _run_enqueue([run.pk])
                 continue
-            _run_record(run, execution)
+            pending.append((run, execution))
     finally:
         if session is not None:
             session.close()
+        if pending:
+            _runs_record(pending)
     return runs
 
 
@@ -357,43 +369,59 @@ def run_execute(*, run_id: int, worker: str = "") -> Run | None:
     return runs[0] if runs else None
 
 
-def _run_record(run: Run, execution: Execution) -> None:
+def _runs_record(results: list[tuple[Run, Execution]]) -> int:
+    """Record outcomes in one transaction (one commit, not one per run); returns how many were
+    recorded. The attempts guard keeps a stale worker, whose run was swept and re-queued, from
+    overwriting the newer attempt's result."""
     finished = timezone.now()
-    # The attempts guard keeps a stale worker, whose run was swept and re-queued, from
-    # overwriting the newer attempt's result.
-    updated = Run.objects.filter(pk=run.pk, status=Run.RUNNING, attempts=run.attempts).update(
-        status=Run.DONE,
-        outcome=str(execution.outcome),
-        exit_code=execution.exit_code,
-        duration=execution.duration,
-        stdout_tail=execution.stdout_tail,
-        stderr_tail=execution.stderr_tail,
-        error=execution.error[:2000],
-        finished_at=finished,
-        lease_expires_at=None,
+    recorded: dict[int, int] = {}
+    with transaction.atomic():
+        for run, execution in results:
+            updated = Run.objects.filter(
+                pk=run.pk, status=Run.RUNNING, attempts=run.attempts
+            ).update(
+                status=Run.DONE,
+                outcome=str(execution.outcome),
+                exit_code=execution.exit_code,
+                duration=execution.duration,
+                stdout_tail=execution.stdout_tail,
+                stderr_tail=execution.stderr_tail,
+                error=execution.error[:2000],
+                finished_at=finished,
+                lease_expires_at=None,
+            )
+            if updated:
+                run.outcome = str(execution.outcome)
+                recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
+    for inspection_id, count in recorded.items():
+        _inspection_progress(inspection_id, count)
+    return sum(recorded.values())
+
+
+def _run_record(run: Run, execution: Execution) -> None:
+    _runs_record([(run, execution)])
+
+
+def _error_execution(message: str) -> Execution:
+    return Execution(
+        outcome=Outcome.SANDBOX_ERROR,
+        exit_code=None,
+        duration=0.0,
+        stdout_tail="",
+        stderr_tail="",
+        error=message,
     )
-    if updated:
-        run.outcome = str(execution.outcome)
-        _inspection_progress(run.inspection_id)
 
 
 def _run_record_error(run: Run, message: str) -> None:
-    _run_record(
-        run,
-        Execution(
-            outcome=Outcome.SANDBOX_ERROR,
-            exit_code=None,
-            duration=0.0,
-            stdout_tail="",
-            stderr_tail="",
-            error=message,
-        ),
-    )
+    _run_record(run, _error_execution(message))
 
 
-def _inspection_progress(inspection_id: int) -> None:
+def _inspection_progress(inspection_id: int, count: int = 1) -> None:
     now = timezone.now()
-    Inspection.objects.filter(pk=inspection_id).update(runs_done=F("runs_done") + 1, updated_at=now)
+    Inspection.objects.filter(pk=inspection_id).update(
+        runs_done=F("runs_done") + count, updated_at=now
+    )
     # Each run is counted once (its record is guarded), so done == total means all are done;
     # the one update that moves the status wins, however many workers finish at once.
     moved = Inspection.objects.filter(

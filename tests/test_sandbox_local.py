@@ -294,3 +294,20 @@ def test_a_sweep_removes_the_work_folders_of_dead_workers_and_keeps_the_living_o
 
     assert sweep_work_folders(str(tmp_path)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"sandbox-{os.getpid()}-def", "unrelated"]
+
+
+def test_a_prompt_that_is_only_a_signature_still_reaches_its_check():
+    from workers.sandbox import get_sandbox
+    from workers.sandbox.session import FunctionTask
+
+    task = FunctionTask(
+        prompt="def add(a, b):\n",
+        test="def check(candidate):\n    assert candidate(2, 3) == 5\n",
+        entry_point="add",
+    )
+    with get_sandbox("local").session(task, limits=Limits(wall_seconds=5)) as session:
+        right = session.run("    return a + b\n")
+        wrong = session.run("    return a - b\n")
+
+    assert (right.outcome, wrong.outcome) == (Outcome.PASSED, Outcome.FAILED)
+    assert "AssertionError" in wrong.stderr_tail

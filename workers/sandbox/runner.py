@@ -228,6 +228,22 @@ class Candidate:
         raise kind(message)
 
 
+def check_source(prompt: str, test: str) -> str:
+    """The prompt (it may define helpers the tests use) and the tests, for the check's side."""
+    source = prompt + "\n" + test + "\n"
+    try:
+        compile(source, "check.py", "exec")
+    except SyntaxError:
+        # A prompt that ends with a bare signature has no body on this side: give it one.
+        stubbed = prompt.rstrip("\n") + "\n    pass\n\n" + test + "\n"
+        try:
+            compile(stubbed, "check.py", "exec")
+            return stubbed
+        except SyntaxError:
+            pass
+    return source
+
+
 def _run_check(source: str, entry_point: str) -> None:
     candidate = Candidate(entry_point)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
@@ -304,7 +320,10 @@ class Runner:
                 if self.role == "solution":
                     _serve_solution(message["source"], message["entry_point"])
                 else:
-                    _run_check(message["source"], message["entry_point"])
+                    # Composed here, inside the sandbox: compiling untrusted code is work too.
+                    _run_check(
+                        check_source(message["prompt"], message["test"]), message["entry_point"]
+                    )
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:

@@ -234,7 +234,8 @@ class FunctionSession:
             check.send(
                 {
                     "op": "start",
-                    "source": task.prompt + "\n" + task.test + "\n",
+                    "prompt": task.prompt,
+                    "test": task.test,
                     "entry_point": task.entry_point,
                 }
             )
