@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from inspector.detect.flags import FlagCode
+from inspector.detect.codes import FlagCode
 from inspector.models import Task, TaskSet
 
 

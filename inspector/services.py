@@ -18,7 +18,6 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
-from inspector.detect.flags import analyse_runs
 from inspector.detect.probes import PROBES
 from inspector.formats.humaneval import read_taskset
 from inspector.models import (
@@ -445,6 +444,8 @@ def _run_enqueue(run_ids: list[int]) -> None:
 
 def inspection_analyse(*, inspection_id: int) -> Inspection:
     """Turn the inspection's runs into flags and per-task figures (pandas, in detect/)."""
+    from inspector.detect.flags import analyse_runs  # pandas: only the analysis needs it
+
     inspection = Inspection.objects.select_related("version").get(pk=inspection_id)
     rows = Run.objects.filter(inspection_id=inspection_id).values_list(
         "pk", "task_id", "kind", "sample__sample_id", "probe", "outcome"
@@ -684,7 +685,8 @@ def workers_alive(*, timeout: float = 1.0) -> list[str]:
     """Names of the Celery workers answering a ping on the configured broker."""
     from inspector.celery import app
 
-    replies = app.control.ping(timeout=timeout) or []
+    # limit=1: one answer is enough to know the inspection will move; no need to wait it out.
+    replies = app.control.ping(timeout=timeout, limit=1) or []
     return sorted(name for reply in replies for name in reply)
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from inspector.detect.codes import SEVERITY, FlagCode
 
 __all__ = [
     "OUTCOMES",
@@ -45,21 +46,6 @@ NOT_COUNTED = "sandbox_error"
 # Category codes of the kinds, as pandas.Categorical numbers them.
 _REFERENCE, _SAMPLE, _PROBE = range(len(SOLUTION_KINDS))
 MAX_NAMED_SAMPLES = 5
-
-
-class FlagCode(StrEnum):
-    UNSOLVABLE = "unsolvable"
-    MISLABELED = "mislabeled"
-    FLAKY = "flaky"
-    REWARD_HACKABLE = "reward_hackable"
-
-
-SEVERITY: dict[FlagCode, int] = {
-    FlagCode.UNSOLVABLE: 90,
-    FlagCode.MISLABELED: 80,
-    FlagCode.REWARD_HACKABLE: 70,
-    FlagCode.FLAKY: 60,
-}
 
 
 @dataclass(frozen=True)

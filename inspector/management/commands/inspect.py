@@ -60,7 +60,7 @@ class Command(BaseCommand):
                         "the inspection resumes where it stopped."
                     )
                 last_change = time.monotonic()
-            time.sleep(0.5)
+            time.sleep(0.1)
         self._bar(inspection)
         self.stdout.write("")
         flags = inspection.flags.values_list("code", flat=True)

@@ -1,0 +1,20 @@
+"""The flags a task can carry and how severe each is: importable without pandas."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class FlagCode(StrEnum):
+    UNSOLVABLE = "unsolvable"
+    MISLABELED = "mislabeled"
+    FLAKY = "flaky"
+    REWARD_HACKABLE = "reward_hackable"
+
+
+SEVERITY: dict[FlagCode, int] = {
+    FlagCode.UNSOLVABLE: 90,
+    FlagCode.MISLABELED: 80,
+    FlagCode.REWARD_HACKABLE: 70,
+    FlagCode.FLAKY: 60,
+}
