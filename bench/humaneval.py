@@ -113,14 +113,17 @@ def tree_hwm_kb(root: int) -> tuple[int, int, int]:
 
 
 def stop(worker: subprocess.Popen | None) -> None:
+    """A warm shutdown of the worker's main process, then whatever is left of its group."""
     if worker is None or worker.poll() is not None:
         return
-    os.killpg(worker.pid, signal.SIGTERM)
+    worker.terminate()
     try:
         worker.wait(timeout=20)
     except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait(timeout=20)
+    worker.wait(timeout=20)
 
 
 def run_peer(samples: Path, conc: int) -> tuple[float, dict, list[str]]:
