@@ -52,7 +52,6 @@ import docker
 from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.types import LogConfig, Ulimit
 
-from workers.sandbox import runner
 from workers.sandbox.base import (
     Execution,
     Limits,
@@ -66,7 +65,7 @@ from workers.sandbox.runner import BOOTSTRAP
 from workers.sandbox.session import (
     RUNNER_SOURCE,
     ChannelClosed,
-    FrameBuffer,
+    FramedChannel,
     FunctionSession,
     FunctionTask,
 )
@@ -271,16 +270,16 @@ def selectors_ready(sock: socket.socket, timeout: float) -> bool:
         return bool(selector.select(timeout))
 
 
-class DockerChannel:
+class DockerChannel(FramedChannel):
     """A runner reached through a container's attach stream (session.Channel)."""
 
     def __init__(self, sandbox: DockerSandbox, box: _Box) -> None:
+        super().__init__()
         self._sandbox = sandbox
         self._box = box
         self.container_id = box.id
         self.container_name = box.name
         self.init_extra = {"pid_namespace": True, "work": WORK}
-        self._frames = FrameBuffer()
         self._errors = bytearray()
         self._ended = False
         self._closed = False
@@ -291,26 +290,19 @@ class DockerChannel:
             raise ChannelClosed("the channel is closed")
         self._box.send(data)
 
-    def send(self, message: dict) -> None:
-        self.send_raw(runner.frame(message))
-
-    def recv(self, deadline: float) -> dict:
-        while True:
-            message = self._frames.next()
-            if message is not None:
-                return message
-            if self._closed or self._ended:
-                raise ChannelClosed("the runner's output ended")
-            pieces = self._box.read(deadline)
-            if pieces is None:
-                self._ended = True
-                raise ChannelClosed("the runner's output ended")
-            for kind, data in pieces:
-                if kind == _STDOUT:
-                    self._frames.feed(data)
-                else:
-                    self._errors += data
-                    del self._errors[:-ERROR_TAIL]
+    def _read_more(self, deadline: float) -> None:
+        if self._closed or self._ended:
+            raise ChannelClosed("the runner's output ended")
+        pieces = self._box.read(deadline)
+        if pieces is None:
+            self._ended = True
+            raise ChannelClosed("the runner's output ended")
+        for kind, data in pieces:
+            if kind == _STDOUT:
+                self._frames.feed(data)
+            else:
+                self._errors += data
+                del self._errors[:-ERROR_TAIL]
 
     def diagnostics(self) -> str:
         if self._closed:

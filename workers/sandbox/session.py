@@ -7,6 +7,7 @@ runner's stdin and stdout); this module drives them the same way for every backe
 
 from __future__ import annotations
 
+import abc
 import base64
 import json
 import logging
@@ -76,13 +77,37 @@ class FrameBuffer:
         return message
 
 
-class FdChannel:
+class FramedChannel(abc.ABC):
+    """Messages over a byte stream; subclasses say how bytes go out and come in."""
+
+    def __init__(self) -> None:
+        self._frames = FrameBuffer()
+
+    @abc.abstractmethod
+    def send_raw(self, data: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def _read_more(self, deadline: float) -> None:
+        """Feed self._frames; raise TimeoutError at the deadline, ChannelClosed at the end."""
+
+    def send(self, message: dict) -> None:
+        self.send_raw(runner.frame(message))
+
+    def recv(self, deadline: float) -> dict:
+        while True:
+            message = self._frames.next()
+            if message is not None:
+                return message
+            self._read_more(deadline)
+
+
+class FdChannel(FramedChannel):
     """A runner reached through two file descriptors (a process's stdin and stdout)."""
 
     def __init__(self, write_fd: int, read_fd: int, *, on_close: Callable[[], str]) -> None:
         self.write_fd, self.read_fd = write_fd, read_fd
+        super().__init__()
         self._on_close = on_close
-        self._frames = FrameBuffer()
         self._closed = False
         self._why = ""
         os.set_blocking(read_fd, False)
@@ -97,14 +122,8 @@ class FdChannel:
         except OSError as exc:
             raise ChannelClosed(f"cannot write to the runner: {exc}") from None
 
-    def send(self, message: dict) -> None:
-        self.send_raw(runner.frame(message))
-
-    def recv(self, deadline: float) -> dict:
+    def _read_more(self, deadline: float) -> None:
         while True:
-            message = self._frames.next()
-            if message is not None:
-                return message
             try:
                 chunk = os.read(self.read_fd, 1 << 16)
             except BlockingIOError:
@@ -116,6 +135,7 @@ class FdChannel:
             if not chunk:
                 raise ChannelClosed("the runner's output ended")
             self._frames.feed(chunk)
+            return
 
     def diagnostics(self) -> str:
         return self._why
