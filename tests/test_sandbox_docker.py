@@ -304,6 +304,8 @@ print(json.dumps({
 
 
 def test_how_the_engine_runs_a_container(sandbox, engine):
+    sandbox.close()  # other tests of this process may have pooled containers of other limits
+    sandbox.warm(QUICK)
     assert sandbox.wait_warm(QUICK)
     pooled = next(cid for cid, state in sandbox.containers().items() if state == "pool")
     info = engine.inspect_container(pooled)

@@ -28,6 +28,7 @@ from workers.sandbox.runner import BOOTSTRAP
 from workers.sandbox.session import (
     CHECK,
     RUNNER_SOURCE,
+    SOLUTION,
     FdChannel,
     FunctionSession,
     FunctionTask,
@@ -172,9 +173,31 @@ class _LocalBase:
 
     def session(self, task: FunctionTask | None = None, *, limits: Limits) -> FunctionSession:
         """A solution sandbox and a check sandbox, a clean fork per run."""
-        return FunctionSession(self._open_runner, task, limits)
+        return FunctionSession(self._open_runner, task, limits, open_pair=self._open_pair)
 
-    def _open_runner(self, role: str, limits: Limits) -> FdChannel:
+    def _open_pair(self, limits: Limits) -> tuple[FdChannel, FdChannel]:
+        """Both sandboxes, joined by a pipe pair of their own: the check's calls go straight to
+        the solution's runner, which answers them; the worker only starts and ends runs."""
+        calls_r, calls_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        ends = (calls_r, calls_w, answers_r, answers_w)
+        for fd in (calls_r, answers_r):
+            os.fchmod(fd, 0)  # not reopenable through /proc (see _open_runner)
+        try:
+            solution = self._open_runner(SOLUTION, limits, peer=(calls_r, answers_w))
+            try:
+                check = self._open_runner(CHECK, limits, peer=(answers_r, calls_w))
+            except BaseException:
+                solution.close()
+                raise
+        finally:
+            for fd in ends:
+                os.close(fd)
+        return solution, check
+
+    def _open_runner(
+        self, role: str, limits: Limits, *, peer: tuple[int, int] | None = None
+    ) -> FdChannel:
         uid = self.run_uid()
         if uid is not None and role == CHECK:
             uid += _UID_SPREAD  # the check's sandbox is out of the solution's reach by uid too
@@ -205,6 +228,7 @@ class _LocalBase:
                 stderr=errors,
                 preexec_fn=_limiter(session_limits, uid),
                 start_new_session=True,
+                pass_fds=peer or (),
             )
         except OSError:
             for fd in (to_runner_r, to_runner_w, from_runner_r, from_runner_w):
@@ -227,6 +251,8 @@ class _LocalBase:
 
         channel = FdChannel(to_runner_w, from_runner_r, on_close=stop)
         channel.init_extra = {"pid_namespace": self.pid_namespace, "work": self._work(folder)}
+        if peer:
+            channel.init_extra["peer"] = list(peer)
         channel.send_raw(struct.pack(">I", len(RUNNER_SOURCE)) + RUNNER_SOURCE)
         return channel
 

@@ -277,6 +277,9 @@ class Runner:
         self.limits = init["limits"]
         self.namespace = bool(init.get("pid_namespace", True))
         self.work = init.get("work", "/work")
+        # A pipe pair straight to the other sandbox's runner (local backend): the check's calls
+        # reach the solution's runner without a detour through the worker.
+        self.peer = init.get("peer")  # [read fd, write fd] or None
         self.count = 0
         self.child = None
 
@@ -293,8 +296,18 @@ class Runner:
         # A name no earlier run could have taken in advance.
         folder = os.path.join(self.work, f"run{self.count}-{os.urandom(8).hex()}")
         os.mkdir(folder, 0o700)
-        call_in_r, call_in_w = os.pipe()  # runner -> child
-        call_out_r, call_out_w = os.pipe()  # child -> runner
+        direct = bool(self.peer) and self.role == "check"
+        if self.peer:
+            # Whatever an earlier run left in the pair (its processes are all dead by now) is
+            # not this run's to read.
+            _drain(self.peer[0])
+        if direct:
+            # The check's child talks to the solution's runner itself.
+            call_in_r, call_out_w = os.dup(self.peer[0]), os.dup(self.peer[1])
+            call_in_w = call_out_r = None
+        else:
+            call_in_r, call_in_w = os.pipe()  # runner -> child
+            call_out_r, call_out_w = os.pipe()  # child -> runner
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid = os.fork()
@@ -376,7 +389,8 @@ class Runner:
             # One selector for the whole run: a call is answered many times per run.
             sel = child["selector"] = selectors.DefaultSelector()
             for fd in (child["from"], child["out"], child["err"], child["pidfd"]):
-                sel.register(fd, selectors.EVENT_READ)
+                if fd is not None:
+                    sel.register(fd, selectors.EVENT_READ)
             child["open"] = {child["out"], child["err"]}
         open_fds = child["open"]
         if child["exit"] is not None:
@@ -443,6 +457,8 @@ class Runner:
         if child.get("selector") is not None:
             child["selector"].close()
         for fd in (child["to"], child["from"], child["out"], child["err"], child["pidfd"]):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -464,12 +480,68 @@ class Runner:
             "duration": time.monotonic() - child["started"],
         }
 
+    def answer(self, call: dict) -> dict:
+        """Hand a call to the solution's child; its answer, or why there is none."""
+        child = self.child
+        message = None
+        if child["exit"] is None and self.send_to_child(call):
+            message = self.wait_child_message()
+        if message is None:
+            why = f"exit status {child['exit']}" if child["exit"] is not None else "no answer"
+            if child["killed_for"]:
+                why = f"killed: output over {self.limits['output_bytes']} bytes"
+            message = {"gone": why}
+        return message
+
+    def serve_peer(self, stdin: int, stdout: int) -> bool:
+        """A solution run with a peer: answer the check's calls until the worker says end.
+        Returns False when the worker is gone."""
+        peer_in, peer_out = self.peer
+        sel = selectors.DefaultSelector()
+        sel.register(stdin, selectors.EVENT_READ)
+        sel.register(peer_in, selectors.EVENT_READ)
+        try:
+            while True:
+                for key, _ in sel.select():
+                    if key.fd == stdin:
+                        request = read_frame(stdin)
+                        if request is None:
+                            return False
+                        if request.get("op") != "end":
+                            sys.exit(f"inspector-runner: unexpected {request.get('op')!r}")
+                        write_frame(stdout, {"op": "ended", **self.finish()})
+                        return True
+                    try:
+                        call = read_frame(peer_in)
+                    except (BoundaryError, ValueError):
+                        call = None
+                    if call is None:
+                        sel.unregister(peer_in)  # the check's side is gone; wait for the end
+                        continue
+                    try:
+                        write_frame(peer_out, self.answer(call))
+                    except OSError:
+                        pass
+        finally:
+            sel.close()
+
     def send_to_child(self, message: dict) -> bool:
         try:
             write_frame(self.child["to"], message)
             return True
         except OSError:
             return False
+
+
+def _drain(fd: int) -> None:
+    os.set_blocking(fd, False)
+    try:
+        while os.read(fd, CHUNK):
+            pass
+    except BlockingIOError:
+        pass
+    finally:
+        os.set_blocking(fd, True)
 
 
 def _empty(folder: str) -> None:
@@ -527,6 +599,8 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
             runner.start(request)
             if runner.role == "solution":
                 write_frame(stdout, {"op": "started"})
+                if runner.peer and not runner.serve_peer(stdin, stdout):
+                    return
                 continue
             # The check drives the run: relay its calls until it exits.
             while True:
@@ -540,17 +614,7 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
                     return
                 runner.send_to_child(reply.get("reply", {"gone": "no reply"}))
         elif op == "call":
-            if runner.child["exit"] is None and runner.send_to_child(request["call"]):
-                message = runner.wait_child_message()
-            else:
-                message = None
-            if message is None:
-                child = runner.child
-                why = f"exit status {child['exit']}" if child["exit"] is not None else "no answer"
-                if child["killed_for"]:
-                    why = f"killed: output over {runner.limits['output_bytes']} bytes"
-                message = {"gone": why}
-            write_frame(stdout, {"op": "reply", "reply": message})
+            write_frame(stdout, {"op": "reply", "reply": runner.answer(request["call"])})
         elif op == "end":
             write_frame(stdout, {"op": "ended", **runner.finish()})
         else:

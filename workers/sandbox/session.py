@@ -154,6 +154,7 @@ class FdChannel(FramedChannel):
 
 
 OpenChannel = Callable[[str, Limits], Channel]
+OpenPair = Callable[[Limits], tuple[Channel, Channel]]
 
 
 def _text(b64: str, limit: int) -> str:
@@ -169,9 +170,16 @@ class FunctionSession:
     (`run(..., task=...)`), which spreads the cost of starting its two sandboxes."""
 
     def __init__(
-        self, open_channel: OpenChannel, task: FunctionTask | None, limits: Limits
+        self,
+        open_channel: OpenChannel,
+        task: FunctionTask | None,
+        limits: Limits,
+        *,
+        open_pair: OpenPair | None = None,
     ) -> None:
         self._open = open_channel
+        # Sandboxes joined to each other are started, and thrown away, together.
+        self._open_pair = open_pair
         self.task = task
         self.limits = limits
         self._channels: dict[str, Channel] = {}
@@ -187,6 +195,11 @@ class FunctionSession:
             self._drop(role)
 
     def _drop(self, role: str) -> str:
+        if self._open_pair is not None:
+            other = CHECK if role == SOLUTION else SOLUTION
+            partner = self._channels.pop(other, None)
+            if partner is not None:
+                partner.close()
         channel = self._channels.pop(role, None)
         if channel is None:
             return ""
@@ -197,11 +210,14 @@ class FunctionSession:
         """Start the sandboxes that are missing, both at once, and wait until they are ready."""
         pending: list[tuple[str, Channel]] = []
         try:
-            for role in (SOLUTION, CHECK):
-                if role in self._channels:
-                    continue
-                channel = self._open(role, self.limits)
-                pending.append((role, channel))
+            if self._open_pair is None:
+                for role in (SOLUTION, CHECK):
+                    if role not in self._channels:
+                        pending.append((role, self._open(role, self.limits)))
+            elif len(self._channels) < 2:
+                self.close()
+                pending.extend(zip((SOLUTION, CHECK), self._open_pair(self.limits), strict=True))
+            for role, channel in pending:
                 channel.send(
                     {
                         "op": "init",
