@@ -691,7 +691,10 @@ def workers_alive(*, timeout: float = 1.0) -> list[str]:
 
 
 def sandbox_warm() -> None:
-    """Start a worker process's sandboxes ahead of its first message."""
+    """Start a worker process's sandboxes ahead of its first message, and load the analysis
+    (pandas takes most of a second) before an inspection waits for it."""
+    import inspector.detect.flags  # noqa: F401
+
     if settings.SANDBOX_BACKEND == "docker":
         try:
             _sandbox().warm(run_limits())
