@@ -175,7 +175,7 @@ CALL_IN, CALL_OUT = 3, 4  # the child's protocol descriptors
 PRELOAD = (
     "typing", "math", "re", "collections", "itertools", "functools", "string", "random",
     "hashlib", "heapq", "bisect", "statistics", "fractions", "decimal", "datetime", "copy",
-    "operator",
+    "operator", "fcntl", "resource",
 )  # fmt: skip
 
 
@@ -600,6 +600,11 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
             __import__(name)
         except ImportError:
             pass
+    import gc
+
+    # Forked children then leave the runner's objects alone: the collector would otherwise
+    # touch (and so copy) every page of them in each run.
+    gc.freeze()
     write_frame(stdout, {"op": "ready", "pid": os.getpid()})
     while True:
         request = read_frame(stdin)
