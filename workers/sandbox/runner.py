@@ -425,12 +425,14 @@ class Runner:
                     open_fds.discard(fd)
 
     def _drain_nonblocking(self, fd: int) -> bool:
-        ready = selectors.DefaultSelector()
-        ready.register(fd, selectors.EVENT_READ)
+        """Read what is buffered, if anything; True while there may be more."""
+        os.set_blocking(fd, False)
         try:
-            return bool(ready.select(0)) and self._drain(fd)
+            return self._drain(fd)
+        except BlockingIOError:
+            return False
         finally:
-            ready.close()
+            os.set_blocking(fd, True)
 
     def _reap_child(self) -> None:
         child = self.child
