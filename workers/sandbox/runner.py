@@ -233,27 +233,26 @@ class Candidate:
         raise kind(message)
 
 
-def check_source(prompt: str, test: str) -> str:
-    """The prompt (it may define helpers the tests use) and the tests, for the check's side."""
+def check_code(prompt: str, test: str):
+    """The prompt (it may define helpers the tests use) and the tests, compiled for the check's
+    side; raises the SyntaxError of the task's own code."""
     source = prompt + "\n" + test + "\n"
     try:
-        compile(source, "check.py", "exec")
-    except SyntaxError:
+        return compile(source, "check.py", "exec")
+    except SyntaxError as original:
         # A prompt that ends with a bare signature has no body on this side: give it one.
         stubbed = prompt.rstrip("\n") + "\n    pass\n\n" + test + "\n"
         try:
-            compile(stubbed, "check.py", "exec")
-            return stubbed
+            return compile(stubbed, "check.py", "exec")
         except SyntaxError:
-            pass
-    return source
+            raise original from None
 
 
-def _run_check(source: str, entry_point: str) -> None:
+def _run_check(code, prompt: str, test: str, entry_point: str) -> None:
     candidate = Candidate(entry_point)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     try:
-        exec(compile(source, "check.py", "exec"), namespace)
+        exec(code or check_code(prompt, test), namespace)
         # Tests that name the entry point instead of using `candidate` reach the solution too.
         namespace[entry_point] = candidate
         namespace["check"](candidate)
@@ -287,6 +286,20 @@ class Runner:
         self.peer = init.get("peer")  # [read fd, write fd] or None
         self.count = 0
         self.child = None
+        self.compiled: dict = {}
+
+    def _check_code(self, message: dict):
+        """Compiled once per task, here, so that every run's fork has it; None when it does
+        not compile (the run's child then reports the error)."""
+        key = (message["prompt"], message["test"])
+        if key not in self.compiled:
+            if len(self.compiled) >= 16:
+                self.compiled.clear()
+            try:
+                self.compiled[key] = check_code(*key)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self.compiled[key] = None
+        return self.compiled[key]
 
     def _limit_child(self) -> None:
         import resource
@@ -301,6 +314,7 @@ class Runner:
         # A name no earlier run could have taken in advance.
         folder = os.path.join(self.work, f"run{self.count}-{os.urandom(8).hex()}")
         os.mkdir(folder, 0o700)
+        code = self._check_code(message) if self.role == "check" else None
         direct = bool(self.peer) and self.role == "check"
         if self.peer:
             # Whatever an earlier run left in the pair (its processes are all dead by now) is
@@ -338,10 +352,7 @@ class Runner:
                 if self.role == "solution":
                     _serve_solution(message["source"], message["entry_point"])
                 else:
-                    # Composed here, inside the sandbox: compiling untrusted code is work too.
-                    _run_check(
-                        check_source(message["prompt"], message["test"]), message["entry_point"]
-                    )
+                    _run_check(code, message["prompt"], message["test"], message["entry_point"])
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:
