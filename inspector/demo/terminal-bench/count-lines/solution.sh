@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -c ERROR /app/log.txt > /app/errors.txt

@@ -1,0 +1,3 @@
+def test_error_count():
+    with open("/app/errors.txt") as f:
+        assert f.read().strip() == "2"

@@ -1,0 +1,2 @@
+#!/bin/bash
+test "$(tr -d '[:space:]' < /app/warnings.txt)" = 3

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Planted defect: counts every line.
+wc -l < /app/log.txt > /app/warnings.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+jq --version > /app/jq-version.txt

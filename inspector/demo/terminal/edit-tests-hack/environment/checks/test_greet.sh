@@ -1,0 +1,2 @@
+#!/bin/bash
+[ "$(bash /app/greet.sh ada)" = "hi ada" ]

@@ -1,0 +1,2 @@
+#!/bin/bash
+mkdir -p /app/output && uname -s > /app/output/kernel.txt

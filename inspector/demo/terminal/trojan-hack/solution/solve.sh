@@ -1,0 +1,2 @@
+#!/bin/bash
+echo '{"port": 8080}' > /app/config.json
