@@ -14,9 +14,27 @@ class UploadForm(forms.Form):
         label="Task-set name",
         help_text="Uploading under an existing name adds a new version; the old one is kept.",
     )
-    tasks_file = forms.FileField(label="Tasks (HumanEval-style JSONL, plain or .gz)")
+    tasks_file = forms.FileField(
+        label="Tasks",
+        help_text=(
+            "HumanEval-style JSONL (plain or .gz), or Harbor / Terminal-Bench task folders "
+            "as a .zip or .tar.gz (one folder per task)."
+        ),
+    )
     samples_file = forms.FileField(
-        label="Sampled solutions (JSONL: task_id, completion; optional)", required=False
+        label="Sampled solutions (optional)",
+        help_text="JSONL: task_id and completion (functions) or script (terminal tasks).",
+        required=False,
+    )
+    terminal_mode = forms.ChoiceField(
+        label="Terminal tasks run",
+        choices=TaskSet.MODE_CHOICES,
+        initial=TaskSet.FAITHFUL,
+        required=False,
+        help_text=(
+            "faithful: agent and check share one container, as Harbor runs them. isolated: the "
+            "check runs in a fresh container that gets only the agent's work folder."
+        ),
     )
 
 

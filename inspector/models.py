@@ -11,7 +11,14 @@ from django.utils import timezone
 
 
 class TaskSet(models.Model):
+    # How terminal tasks run: `faithful` as Harbor runs them (agent and check share a container),
+    # `isolated` with the check in a fresh container that gets only the agent's work folder.
+    FAITHFUL = "faithful"
+    ISOLATED = "isolated"
+    MODE_CHOICES = [(FAITHFUL, "faithful (as Harbor runs it)"), (ISOLATED, "isolated check")]
+
     name = models.CharField(max_length=200, unique=True)
+    terminal_mode = models.CharField(max_length=10, choices=MODE_CHOICES, default=FAITHFUL)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -59,10 +66,16 @@ class Task(models.Model):
     ACTIVE = "active"
     QUARANTINED = "quarantined"
     STATUS_CHOICES = [(ACTIVE, "active"), (QUARANTINED, "quarantined")]
+    FUNCTION = "function"
+    TERMINAL = "terminal"
+    KIND_CHOICES = [(FUNCTION, "function (HumanEval-style)"), (TERMINAL, "terminal (task folder)")]
 
     version = models.ForeignKey(TaskSetVersion, on_delete=models.CASCADE, related_name="tasks")
     task_id = models.CharField(max_length=500)
     position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=KIND_CHOICES, default=FUNCTION)
+    # For terminal tasks: the instruction, the reference's entry script and the check's entry
+    # script; the whole folder is in `source`.
     prompt = models.TextField()
     canonical_solution = models.TextField()
     test = models.TextField()
@@ -72,6 +85,8 @@ class Task(models.Model):
     # The uploaded line exactly as read: the manifest writes it back unchanged.
     source = models.JSONField()
     content_hash = models.CharField(max_length=64, db_index=True)
+    # Static findings that need no run (terminal tasks): code, file, line, message.
+    lint = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=12, choices=STATUS_CHOICES, default=ACTIVE)
     quarantine_reason = models.TextField(blank=True)
     # Kept in step with the flags of the latest finished inspection, so the queue sorts and
@@ -177,6 +192,9 @@ class Inspection(models.Model):
     # The repeat counts, limits and sandbox backend this inspection ran with.
     config = models.JSONField(default=dict)
     error = models.TextField(blank=True)
+    # Findings about the harness rather than any one task (a probe that beats nearly every
+    # task of the set): reported once here, not as a flag on each task.
+    findings = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ("-id",)
@@ -220,6 +238,11 @@ class Run(models.Model):
     stdout_tail = models.TextField(blank=True)
     stderr_tail = models.TextField(blank=True)
     error = models.TextField(blank=True)
+    # Terminal tasks: the mode the run used, the reward the check wrote, and per stage (build,
+    # agent, verifier) its exit code, seconds and output tail.
+    mode = models.CharField(max_length=10, blank=True)
+    reward = models.FloatField(null=True, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

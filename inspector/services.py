@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
+from inspector import services_terminal
 from inspector.detect.probes import PROBES
 from inspector.formats.humaneval import read_taskset
 from inspector.models import (
@@ -47,72 +49,112 @@ class ServiceError(Exception):
 def taskset_import(
     *,
     name: str,
-    tasks_file: BinaryIO,
+    tasks_file: BinaryIO | None = None,
     tasks_name: str,
+    tasks_folder: Path | None = None,
     samples_file: BinaryIO | None = None,
     samples_name: str = "",
+    terminal_mode: str = "",
     by=None,
 ) -> TaskSetVersion:
     """Parse an upload whole, then store it as the next version of the named task set.
 
-    Raises TaskSetFormatError (every bad line, with file, line and field) or ServiceError;
-    either way nothing is stored."""
+    The upload is a HumanEval-style JSONL (plain or .gz) of function tasks, or terminal task
+    folders: a folder on disk (`tasks_folder`), a .zip or a .tar.gz. Raises TaskSetFormatError
+    (every bad line, with file, line and field) or ServiceError; either way nothing is stored."""
     name = name.strip()
     if not TASKSET_NAME_RE.match(name):
         raise ServiceError(
             f"Task-set name {name!r} is not valid: use letters, digits, '.', '_' and '-' "
             "(up to 200 characters, starting with a letter or digit)."
         )
-    parsed = read_taskset(
-        tasks_file,
-        tasks_name=tasks_name,
-        samples_file=samples_file,
-        samples_name=samples_name,
-        max_bytes=settings.UPLOAD_MAX_BYTES,
-    )
+    if terminal_mode and terminal_mode not in (TaskSet.FAITHFUL, TaskSet.ISOLATED):
+        raise ServiceError(
+            f"Mode {terminal_mode!r} is not one of {TaskSet.FAITHFUL}, {TaskSet.ISOLATED}."
+        )
+    tasks_input: Path | BinaryIO | None = tasks_folder
+    if tasks_input is None:
+        if tasks_file is None:
+            raise ServiceError("Nothing to import: give a tasks file or a folder of tasks.")
+        head = tasks_file.read(4096)
+        tasks_file.seek(0)
+        if services_terminal.is_terminal_upload(head):
+            tasks_input = tasks_file
+    if tasks_input is not None:
+        from inspector.formats.archive import ArchiveError
+
+        try:
+            parsed = services_terminal.terminal_parse(
+                tasks=tasks_input,
+                tasks_name=tasks_name,
+                samples_file=samples_file,
+                samples_name=samples_name,
+            )
+        except ArchiveError as exc:
+            raise ServiceError(str(exc)) from None
+        task_rows, sample_rows = parsed.tasks, parsed.samples
+    else:
+        function_set = read_taskset(
+            tasks_file,
+            tasks_name=tasks_name,
+            samples_file=samples_file,
+            samples_name=samples_name,
+            max_bytes=settings.UPLOAD_MAX_BYTES,
+        )
+        task_rows = [
+            {
+                "task_id": t.task_id,
+                "prompt": t.prompt,
+                "canonical_solution": t.canonical_solution,
+                "test": t.test,
+                "entry_point": t.entry_point,
+                "domain": t.domain,
+                "metadata": t.metadata,
+                "source": t.source,
+                "content_hash": t.content_hash,
+            }
+            for t in function_set.tasks
+        ]
+        sample_rows = [
+            {
+                "task_id": s.task_id,
+                "sample_id": s.sample_id,
+                "completion": s.completion,
+                "model": s.model,
+            }
+            for s in function_set.samples
+        ]
     with transaction.atomic():
         taskset, _ = TaskSet.objects.get_or_create(name=name, defaults={"created_by": by})
         taskset = TaskSet.objects.select_for_update().get(pk=taskset.pk)
+        if terminal_mode and taskset.terminal_mode != terminal_mode:
+            taskset.terminal_mode = terminal_mode
+            taskset.save(update_fields=("terminal_mode",))
         last = taskset.versions.order_by("-number").values_list("number", flat=True).first()
         version = TaskSetVersion.objects.create(
             taskset=taskset,
             number=(last or 0) + 1,
             created_by=by,
-            tasks_filename=tasks_name,
-            samples_filename=samples_name,
-            task_count=len(parsed.tasks),
-            sample_count=len(parsed.samples),
+            tasks_filename=tasks_name[:300],
+            samples_filename=samples_name[:300],
+            task_count=len(task_rows),
+            sample_count=len(sample_rows),
         )
         tasks = Task.objects.bulk_create(
-            [
-                Task(
-                    version=version,
-                    task_id=t.task_id,
-                    position=i,
-                    prompt=t.prompt,
-                    canonical_solution=t.canonical_solution,
-                    test=t.test,
-                    entry_point=t.entry_point,
-                    domain=t.domain,
-                    metadata=t.metadata,
-                    source=t.source,
-                    content_hash=t.content_hash,
-                )
-                for i, t in enumerate(parsed.tasks)
-            ],
+            [Task(version=version, position=i, **row) for i, row in enumerate(task_rows)],
             batch_size=500,
         )
         pk_of = {t.task_id: t.pk for t in tasks}
         Sample.objects.bulk_create(
             [
                 Sample(
-                    task_id=pk_of[s.task_id],
-                    sample_id=s.sample_id,
+                    task_id=pk_of[s["task_id"]],
+                    sample_id=s["sample_id"],
                     position=i,
-                    completion=s.completion,
-                    model=s.model,
+                    completion=s["completion"],
+                    model=s.get("model", ""),
                 )
-                for i, s in enumerate(parsed.samples)
+                for i, s in enumerate(sample_rows)
             ],
             batch_size=500,
         )
@@ -152,6 +194,13 @@ def inspection_config() -> dict:
         "memory_mb": settings.RUN_MEMORY_MB,
         "max_processes": settings.RUN_MAX_PROCESSES,
         "output_bytes": settings.RUN_OUTPUT_BYTES,
+        "terminal": {
+            "reference_repeats": settings.TERMINAL_REFERENCE_REPEATS,
+            "sample_repeats": settings.TERMINAL_SAMPLE_REPEATS,
+            "probe_repeats": settings.TERMINAL_PROBE_REPEATS,
+            "probes": list(settings.TERMINAL_PROBES),
+            "parallel": settings.TERMINAL_PARALLEL,
+        },
     }
 
 
@@ -167,6 +216,9 @@ def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
             f"({running.runs_done}/{running.runs_total} runs); wait for it to finish."
         )
     config = inspection_config()
+    terminal = version.tasks.filter(kind=Task.TERMINAL).exists()
+    if terminal:
+        config["mode"] = version.taskset.terminal_mode
     inspection = Inspection.objects.create(version=version, created_by=by, config=config)
     samples_of: dict[int, list[int]] = {}
     for sample_pk, task_pk in Sample.objects.filter(task__version=version).values_list(
@@ -174,8 +226,23 @@ def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
     ):
         samples_of.setdefault(task_pk, []).append(sample_pk)
 
+    if terminal:
+        term = config["terminal"]
+        plan = services_terminal.terminal_runs_plan(
+            mode=config["mode"],
+            probes=term["probes"],
+            repeats={"reference": term["reference_repeats"], "probe": term["probe_repeats"]},
+        )
+
     def runs_of(task_pk: int) -> Iterator[Run]:
         base = {"inspection": inspection, "task_id": task_pk}
+        if terminal:
+            for kind, probe, mode, repeat in plan:
+                yield Run(kind=kind, probe=probe, mode=mode, repeat=repeat, **base)
+            for sample_pk in samples_of.get(task_pk, ()):
+                for r in range(1, term["sample_repeats"] + 1):
+                    yield Run(kind=Run.SAMPLE, sample_id=sample_pk, mode=config["mode"], repeat=r, **base)
+            return
         for r in range(1, config["reference_repeats"] + 1):
             yield Run(kind=Run.REFERENCE, repeat=r, **base)
         for sample_pk in samples_of.get(task_pk, ()):
@@ -212,12 +279,18 @@ def inspection_dispatch(*, inspection_id: int) -> int:
         status=Inspection.RUNNING, started_at=now, updated_at=now
     )
     run_ids = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).order_by("pk")
-    sent = _runs_send(run_ids.values_list("pk", "task_id").iterator(chunk_size=5000))
+    terminal = Task.objects.filter(
+        version__inspections=inspection_id, kind=Task.TERMINAL
+    ).exists()
+    sent = _runs_send(
+        run_ids.values_list("pk", "task_id").iterator(chunk_size=5000),
+        per_message=settings.TERMINAL_RUNS_PER_MESSAGE if terminal else settings.RUNS_PER_MESSAGE,
+    )
     logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
     return sent
 
 
-def _runs_send(rows) -> int:
+def _runs_send(rows, *, per_message: int | None = None) -> int:
     """Send (run id, task id) pairs in messages of whole tasks' runs, about RUNS_PER_MESSAGE.
 
     A message per run would spend more time in the broker than in the sandbox, and a session
@@ -225,6 +298,7 @@ def _runs_send(rows) -> int:
     one message unless it alone has more. Redelivery is cheap: claimed runs are skipped."""
     from workers.tasks import runs_execute
 
+    per_message = per_message or settings.RUNS_PER_MESSAGE
     sent = 0
     batch: list[int] = []
     batch_task = None
@@ -232,8 +306,8 @@ def _runs_send(rows) -> int:
         for run_id, task_id in rows:
             if (
                 batch
-                and len(batch) >= settings.RUNS_PER_MESSAGE
-                and (task_id != batch_task or len(batch) >= 4 * settings.RUNS_PER_MESSAGE)
+                and len(batch) >= per_message
+                and (task_id != batch_task or len(batch) >= 4 * per_message)
             ):
                 runs_execute.apply_async((batch,), producer=producer)
                 batch = []
@@ -299,6 +373,15 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
         .select_related("task", "sample", "inspection")
         .order_by("pk")
     )
+    terminal = [run for run in runs if run.task.kind == Task.TERMINAL]
+    if terminal:
+        services_terminal.terminal_runs_execute(terminal, token=token)
+        runs_done = runs
+        runs = [run for run in runs if run.task.kind != Task.TERMINAL]
+        if not runs:
+            return runs_done
+    else:
+        runs_done = runs
     tasks: dict[int, FunctionTask] = {}
     failed: dict[int, str] = {}
     session: FunctionSession | None = None
@@ -359,7 +442,7 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
             session.close()
         if pending:
             _runs_record(pending)
-    return runs
+    return runs_done
 
 
 def run_execute(*, run_id: int, worker: str = "") -> Run | None:
@@ -448,7 +531,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
 
     inspection = Inspection.objects.select_related("version").get(pk=inspection_id)
     rows = Run.objects.filter(inspection_id=inspection_id).values_list(
-        "pk", "task_id", "kind", "sample__sample_id", "probe", "outcome"
+        "pk", "task_id", "kind", "sample__sample_id", "probe", "outcome", "mode", "error"
     )
     records = [
         {
@@ -457,10 +540,28 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             "solution_kind": kind,
             "solution_key": sample_id if kind == Run.SAMPLE else (probe or Run.REFERENCE),
             "outcome": outcome,
+            "mode": mode,
+            "reason": error,
         }
-        for pk, task_pk, kind, sample_id, probe, outcome in rows.iterator(chunk_size=5000)
+        for pk, task_pk, kind, sample_id, probe, outcome, mode, error in rows.iterator(
+            chunk_size=5000
+        )
     ]
-    analysis = analyse_runs(records)
+    harness_findings: list[dict] = []
+    if inspection.config.get("mode"):  # terminal tasks
+        from inspector.detect.terminal import analyse_terminal_runs
+
+        analysis = analyse_terminal_runs(
+            records,
+            mode=inspection.config["mode"],
+            harness_share=settings.HARNESS_FINDING_SHARE,
+            harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
+        )
+        harness_findings = analysis.harness_findings
+    else:
+        for record in records:
+            del record["mode"], record["reason"]
+        analysis = analyse_runs(records)
     with transaction.atomic():
         Flag.objects.filter(inspection_id=inspection_id).delete()
         # A reviewer's dismissal holds across re-inspections of the same task.
@@ -523,6 +624,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
         now = timezone.now()
         Inspection.objects.filter(pk=inspection_id).update(
             status=Inspection.FINISHED,
+            findings=harness_findings,
             finished_at=now,
             updated_at=now,
         )
@@ -641,7 +743,18 @@ def manifest_lines(*, taskset_name: str) -> Iterator[dict]:
     """The clean tasks of the latest version, each line the task's own fields plus `quality`."""
     version = taskset_latest_version(name=taskset_name)
     for task in clean_tasks(version=version).iterator(chunk_size=1000):
-        line = dict(task.source)
+        if task.kind == Task.TERMINAL:
+            # A task folder is named, not inlined: the trainer holds the folders already, and
+            # the content hash says the folder is the one that was inspected.
+            line = {
+                "task_id": task.task_id,
+                "kind": Task.TERMINAL,
+                "format": task.source.get("format"),
+                "folder": task.task_id,
+                "content_hash": task.content_hash,
+            }
+        else:
+            line = dict(task.source)
         line["quality"] = {
             "content_hash": task.content_hash,
             "taskset": version.taskset.name,
@@ -661,12 +774,14 @@ def report_lines(*, taskset_name: str) -> Iterator[dict]:
         task__version=version, inspection_id=F("task__last_inspection_id")
     ).order_by("-severity", "code"):
         flags_of.setdefault(flag.task_id, []).append(flag)
-    for task in version.tasks.order_by("position").iterator(chunk_size=1000):
+    probes_of = terminal_probe_results(version=version)
+    for task in version.tasks.order_by("position").defer("source").iterator(chunk_size=1000):
         flags = flags_of.get(task.pk, [])
-        yield {
+        line = {
             "task_id": task.task_id,
             "flags": [f.code for f in flags],
             "flag_status": {f.code: f.status for f in flags},
+            "flag_explanations": {f.code: f.explanation for f in flags},
             "status": task.status,
             "stats": {
                 "runs": task.runs_count,
@@ -676,6 +791,29 @@ def report_lines(*, taskset_name: str) -> Iterator[dict]:
                 "content_hash": task.content_hash,
             },
         }
+        if task.kind == Task.TERMINAL:
+            line["lint"] = task.lint
+            line["probes"] = probes_of.get(task.pk, {})
+        yield line
+
+
+def terminal_probe_results(*, version: TaskSetVersion) -> dict[int, dict[str, dict[str, bool]]]:
+    """Per task of the version's terminal tasks, per probe, per mode: did it earn a full reward
+    in the task's latest inspection?"""
+    results: dict[int, dict[str, dict[str, bool]]] = {}
+    rows = Run.objects.filter(
+        task__version=version,
+        task__kind=Task.TERMINAL,
+        inspection_id=F("task__last_inspection_id"),
+        kind=Run.PROBE,
+        status=Run.DONE,
+    ).values_list("task_id", "probe", "mode", "outcome")
+    for task_pk, probe, mode, outcome in rows.iterator(chunk_size=5000):
+        if outcome in ("sandbox_error", "build_failed"):
+            continue
+        modes = results.setdefault(task_pk, {}).setdefault(probe, {})
+        modes[mode] = modes.get(mode, False) or outcome == "passed"
+    return results
 
 
 # --- Workers -----------------------------------------------------------------------------------
@@ -717,6 +855,10 @@ def sandbox_sweep() -> dict[str, int]:
     from workers.sandbox.local import sweep_work_folders
 
     swept = {"work_folders": sweep_work_folders()}
+    try:
+        swept["terminal_containers"] = services_terminal.terminal_sweep()
+    except Exception as exc:  # noqa: BLE001 - no Docker engine here: nothing of ours to sweep
+        logger.info("no terminal containers swept: %s", exc)
     if settings.SANDBOX_BACKEND == "docker":
         from workers.sandbox.docker import sweep
 

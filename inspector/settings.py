@@ -212,6 +212,36 @@ INSPECT_PROBES = [
     p for p in env("INSPECT_PROBES", "null,exit-zero,atexit-exit,eq-always").split(",") if p
 ]
 
+# Terminal tasks (Harbor / Terminal-Bench folders) always run in Docker, whatever
+# SANDBOX_BACKEND says: their environment is a Dockerfile.
+TERMINAL_REFERENCE_REPEATS = envint("TERMINAL_REFERENCE_REPEATS", "6")
+TERMINAL_SAMPLE_REPEATS = envint("TERMINAL_SAMPLE_REPEATS", "1")
+TERMINAL_PROBE_REPEATS = envint("TERMINAL_PROBE_REPEATS", "1")
+# inspector/detect/terminal_probes.py. In faithful mode every probe also runs in isolated mode,
+# so the report says whether isolating the check would defeat it.
+TERMINAL_PROBES = [
+    p
+    for p in env("TERMINAL_PROBES", "nop,reward-file,conftest-hook,trojan-tool,edit-tests").split(
+        ","
+    )
+    if p
+]
+# Runs at once in one worker process (threads waiting on Docker), and runs per message.
+TERMINAL_PARALLEL = envint("TERMINAL_PARALLEL", "4")
+TERMINAL_RUNS_PER_MESSAGE = envint("TERMINAL_RUNS_PER_MESSAGE", "24")
+# Networks for image builds and for runs: "none", or a Docker network name where the machine
+# allows it (a run honours a task's allow_internet only when TERMINAL_RUN_NETWORK is not none).
+TERMINAL_BUILD_NETWORK = env("TERMINAL_BUILD_NETWORK", "none")
+TERMINAL_RUN_NETWORK = env("TERMINAL_RUN_NETWORK", "none")
+# A probe that beats at least this share of a set's tasks (and at least MIN tasks) is a finding
+# about the harness: reported once on the inspection, not flagged on each task.
+HARNESS_FINDING_SHARE = envfloat("HARNESS_FINDING_SHARE", "0.9")
+HARNESS_FINDING_MIN_TASKS = envint("HARNESS_FINDING_MIN_TASKS", "3")
+# Unpacking an uploaded archive of task folders: beyond these it is refused as hostile.
+ARCHIVE_MAX_FILES = envint("ARCHIVE_MAX_FILES", "5000")
+ARCHIVE_MAX_BYTES = envint("ARCHIVE_MAX_BYTES", str(200 * 1024 * 1024))
+ARCHIVE_MAX_RATIO = envint("ARCHIVE_MAX_RATIO", "100")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

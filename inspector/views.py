@@ -58,6 +58,7 @@ def taskset_upload(request: HttpRequest) -> HttpResponse:
                 tasks_name=tasks_file.name,
                 samples_file=samples_file,
                 samples_name=samples_file.name if samples_file else "",
+                terminal_mode=form.cleaned_data.get("terminal_mode") or "",
                 by=request.user,
             )
         except TaskSetFormatError as exc:
@@ -113,6 +114,9 @@ def taskset_detail(request: HttpRequest, name: str) -> HttpResponse:
         context["quarantined"] = tasks.filter(status=Task.QUARANTINED).count()
         context["clean"] = services.clean_tasks(version=latest).count()
         context["chart"] = charts.pass_rate_scatter(latest)
+        context["terminal"] = tasks.filter(kind=Task.TERMINAL).exists()
+        finished = latest.inspections.filter(status=Inspection.FINISHED).order_by("-id").first()
+        context["harness_findings"] = finished.findings if finished else []
     return render(request, "inspector/taskset_detail.html", context)
 
 
@@ -212,6 +216,11 @@ def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     evidence_ids = {run_id for flag in flags for run_id in flag.evidence_run_ids}
     runs = {run.pk: run for run in Run.objects.filter(pk__in=evidence_ids).select_related("sample")}
+    probe_results = (
+        services.terminal_probe_results(version=task.version).get(task.pk, {})
+        if task.kind == Task.TERMINAL
+        else {}
+    )
     for flag in flags:
         flag.evidence_runs = [runs[i] for i in flag.evidence_run_ids if i in runs][:12]
         flag.evidence_more = max(0, len(flag.evidence_run_ids) - 12)
@@ -238,10 +247,29 @@ def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "history": history,
             "events": task.events.select_related("actor", "flag"),
             "samples": task.samples.all()[:50],
+            "files": _task_files(task),
+            "probe_results": sorted(probe_results.items()),
             "quarantine_form": QuarantineForm(),
             "dismiss_form": DismissForm(),
         },
     )
+
+
+def _task_files(task: Task) -> list[dict]:
+    """A terminal task's folder as the page lists it: path, size, and the text of text files."""
+    if task.kind != Task.TERMINAL:
+        return []
+    rows = []
+    for path, entry in sorted((task.source.get("files") or {}).items()):
+        text = entry.get("text")
+        rows.append(
+            {
+                "path": path,
+                "text": text,
+                "size": len(text.encode()) if text is not None else len(entry.get("base64", "")) * 3 // 4,
+            }
+        )
+    return rows
 
 
 def _back(request: HttpRequest, task: Task) -> HttpResponseRedirect:

@@ -10,9 +10,11 @@ class FlagCode(StrEnum):
     MISLABELED = "mislabeled"
     FLAKY = "flaky"
     REWARD_HACKABLE = "reward_hackable"
+    BROKEN_ENVIRONMENT = "broken_environment"
 
 
 SEVERITY: dict[FlagCode, int] = {
+    FlagCode.BROKEN_ENVIRONMENT: 95,
     FlagCode.UNSOLVABLE: 90,
     FlagCode.MISLABELED: 80,
     FlagCode.REWARD_HACKABLE: 70,

@@ -1,49 +1,70 @@
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from inspector import services
 from inspector.formats.humaneval import TaskSetFormatError
+from inspector.models import TaskSet
 
 
 class Command(BaseCommand):
-    help = "Import a HumanEval-style task set (JSONL, plain or .gz) as a new version of NAME."
+    help = (
+        "Import a task set as a new version of NAME: a HumanEval-style JSONL (plain or .gz), or "
+        "Harbor / Terminal-Bench task folders (a folder holding one folder per task, a .zip or "
+        "a .tar.gz)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
-            "tasks_file",
-            help="JSONL of tasks: task_id, prompt, canonical_solution, test, entry_point",
+            "tasks",
+            metavar="PATH",
+            help=(
+                "JSONL of tasks (task_id, prompt, canonical_solution, test, entry_point), or a "
+                "folder / .zip / .tar.gz of task folders"
+            ),
         )
         parser.add_argument(
             "--taskset", required=True, help="task-set name; an existing name gets a new version"
         )
-        parser.add_argument("--samples", help="JSONL of sampled solutions: task_id, completion")
+        parser.add_argument(
+            "--samples",
+            help="JSONL of sampled solutions: task_id and completion (functions) or script "
+            "(terminal tasks)",
+        )
+        parser.add_argument(
+            "--mode",
+            choices=(TaskSet.FAITHFUL, TaskSet.ISOLATED),
+            default="",
+            help="how terminal tasks run: faithful (as Harbor does, the default) or isolated",
+        )
 
     def handle(self, *args, **options) -> None:
-        tasks_path = Path(options["tasks_file"])
+        tasks_path = Path(options["tasks"])
         samples_path = Path(options["samples"]) if options["samples"] else None
-        for path in filter(None, (tasks_path, samples_path)):
-            if not path.is_file():
-                raise CommandError(f"{path}: no such file")
-        samples = samples_path.open("rb") if samples_path else None
+        if not tasks_path.exists():
+            raise CommandError(f"{tasks_path}: no such file or folder")
+        if samples_path and not samples_path.is_file():
+            raise CommandError(f"{samples_path}: no such file")
         try:
-            with tasks_path.open("rb") as tasks:
+            with ExitStack() as stack:
+                samples = stack.enter_context(samples_path.open("rb")) if samples_path else None
+                tasks = None if tasks_path.is_dir() else stack.enter_context(tasks_path.open("rb"))
                 version = services.taskset_import(
                     name=options["taskset"],
                     tasks_file=tasks,
+                    tasks_folder=tasks_path if tasks_path.is_dir() else None,
                     tasks_name=str(tasks_path),
                     samples_file=samples,
                     samples_name=str(samples_path or ""),
+                    terminal_mode=options["mode"],
                 )
         except TaskSetFormatError as exc:
             raise CommandError(str(exc)) from None
         except services.ServiceError as exc:
             raise CommandError(str(exc)) from None
-        finally:
-            if samples:
-                samples.close()
         self.stdout.write(
             f"Imported {version.task_count} tasks and {version.sample_count} samples as {version}."
         )

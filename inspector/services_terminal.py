@@ -1,0 +1,326 @@
+"""Workflows for terminal tasks (Harbor and Terminal-Bench task folders): reading an upload of
+task folders, running a message's runs in Docker, and the terminal side of the analysis.
+
+services.py calls in here where a task set or a run is a terminal one; the Docker work itself is
+in workers/sandbox/terminal.py and the plain-data analysis in inspector/detect/terminal.py."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+import zlib
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import BinaryIO
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from inspector.models import Inspection, Run, Task, TaskSet
+
+logger = logging.getLogger(__name__)
+
+
+# --- Import ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ParsedTerminalSet:
+    tasks: list[dict] = field(default_factory=list)  # Task fields
+    samples: list[dict] = field(default_factory=list)  # task_id, sample_id, completion, model
+
+
+def is_terminal_upload(head: bytes) -> bool:
+    """Is this upload an archive of task folders (a .zip, a .tar, or a .tar.gz), going by its
+    first bytes? A gzipped JSONL of function tasks is gzip too: only a tar inside counts."""
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return True
+    if head.startswith(b"\x1f\x8b"):
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 1024)
+        except zlib.error:
+            return False
+    return head[257:262] == b"ustar"
+
+
+def terminal_parse(
+    *,
+    tasks: Path | BinaryIO,
+    tasks_name: str,
+    samples_file: BinaryIO | None = None,
+    samples_name: str = "",
+) -> ParsedTerminalSet:
+    """Read a folder, .zip or .tar.gz of task folders (and an optional JSONL of sampled
+    scripts) whole, into the rows to store. Raises TaskSetFormatError (every problem with file,
+    line and field) or ArchiveError (a hostile or corrupt archive); nothing is stored either way."""
+    from inspector.detect.lint import lint_terminal_task
+    from inspector.formats.archive import ArchiveLimits, read_tree
+    from inspector.formats.terminal import (
+        content_hash,
+        read_terminal_samples_jsonl,
+        read_terminal_taskset,
+    )
+
+    limits = ArchiveLimits(
+        max_files=settings.ARCHIVE_MAX_FILES,
+        max_bytes=settings.ARCHIVE_MAX_BYTES,
+        max_ratio=settings.ARCHIVE_MAX_RATIO,
+    )
+    tree = read_tree(tasks, name=tasks_name, limits=limits)
+    taskset = read_terminal_taskset(tree, name=tasks_name)
+    parsed = ParsedTerminalSet()
+    for source in taskset.tasks:
+        files = source["files"]
+
+        def text(path: str, files=files) -> str:
+            entry = files.get(path) or {}
+            return entry.get("text", "")
+
+        parsed.tasks.append(
+            {
+                "task_id": source["task_id"],
+                "kind": Task.TERMINAL,
+                "prompt": source["instruction"],
+                "canonical_solution": text(source["solution_entry"]),
+                "test": text(source["test_entry"]),
+                "entry_point": "",
+                "domain": str((source.get("metadata") or {}).get("category") or "")[:200],
+                "metadata": source.get("metadata") or {},
+                "source": source,
+                "content_hash": content_hash(source),
+                "lint": lint_terminal_task(source),
+            }
+        )
+    samples = [
+        {"task_id": s["task_id"], "sample_id": s["sample_id"], "completion": s["script"]}
+        for s in taskset.samples
+    ]
+    if samples_file is not None:
+        data = samples_file.read(settings.UPLOAD_MAX_BYTES + 1)
+        if len(data) > settings.UPLOAD_MAX_BYTES:
+            from inspector.services import ServiceError
+
+            raise ServiceError(
+                f"{samples_name}: larger than the upload limit of {settings.UPLOAD_MAX_BYTES} bytes"
+            )
+        task_ids = {t["task_id"] for t in parsed.tasks}
+        for s in read_terminal_samples_jsonl(data, name=samples_name, task_ids=task_ids):
+            samples.append(
+                {
+                    "task_id": s["task_id"],
+                    "sample_id": s["sample_id"],
+                    "completion": s["script"],
+                    "model": str(s.get("model") or ""),
+                }
+            )
+    seen: set[tuple[str, str]] = set()
+    for s in samples:
+        key = (s["task_id"], s["sample_id"])
+        if key in seen:
+            from inspector.formats.humaneval import FormatIssue, TaskSetFormatError
+
+            raise TaskSetFormatError(
+                [
+                    FormatIssue(
+                        file=samples_name or tasks_name,
+                        line=None,
+                        field="sample_id",
+                        message=(
+                            f"sample {s['sample_id']!r} of task {s['task_id']!r} is given twice "
+                            "(in the task's samples/ folder and in the samples file)"
+                        ),
+                    )
+                ]
+            )
+        seen.add(key)
+    parsed.samples = samples
+    return parsed
+
+
+# --- Runs --------------------------------------------------------------------------------------
+
+
+def terminal_runs_plan(*, mode: str, probes: list[str], repeats: dict[str, int]):
+    """(kind, probe, mode) triples for one task's runs besides its samples: reference runs in
+    the set's mode, and each probe in that mode and, when faithful, in isolated mode too (so the
+    report says whether isolating the check defeats it)."""
+    plan = [(Run.REFERENCE, "", mode, r) for r in range(1, repeats["reference"] + 1)]
+    modes = [mode] + ([TaskSet.ISOLATED] if mode == TaskSet.FAITHFUL else [])
+    for probe in probes:
+        for probe_mode in modes:
+            plan.extend((Run.PROBE, probe, probe_mode, r) for r in range(1, repeats["probe"] + 1))
+    return plan
+
+
+@functools.cache
+def _executor():
+    from workers.sandbox.terminal import TerminalExecutor
+
+    return TerminalExecutor(
+        build_network=settings.TERMINAL_BUILD_NETWORK,
+        run_network=settings.TERMINAL_RUN_NETWORK,
+        output_tail_bytes=settings.RUN_TAIL_BYTES,
+    )
+
+
+def terminal_sweep() -> int:
+    """Remove run containers that killed workers left behind."""
+    return _executor().sweep()
+
+
+def _lease_span(runs: list[Run]) -> timedelta:
+    worst = max(
+        float(r.task.source.get("agent_timeout_sec") or 0)
+        + float(r.task.source.get("verifier_timeout_sec") or 0)
+        for r in runs
+    )
+    build = max(float(r.task.source.get("build_timeout_sec") or 0) for r in runs)
+    return timedelta(seconds=worst + build + settings.RUN_LEASE_SLACK_SECONDS)
+
+
+def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
+    """Execute claimed terminal runs, TERMINAL_PARALLEL at a time, and record each outcome
+    exactly once. A task's image is built (or found by its content hash) once per message."""
+    from inspector.detect.terminal_probes import TERMINAL_PROBES
+    from inspector.services import _run_enqueue
+
+    if not runs:
+        return
+    executor = _executor()
+    span = _lease_span(runs)
+    lease = timezone.now() + span
+    ids = [r.pk for r in runs]
+    Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(lease_expires_at=lease)
+
+    builds: dict[int, Future] = {}
+    builds_lock = threading.Lock()
+    build_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="terminal-build")
+
+    def build_of(run: Run):
+        with builds_lock:
+            future = builds.get(run.task_id)
+            if future is None:
+                future = builds[run.task_id] = build_pool.submit(executor.image_for, run.task.source)
+        return future.result()
+
+    def one(run: Run) -> tuple[Run, dict]:
+        source = run.task.source
+        try:
+            build = build_of(run)
+        except Exception as exc:  # noqa: BLE001 - an engine fault is the run's sandbox error
+            return run, _sandbox_error(f"building the image failed: {exc}")
+        build_detail = {
+            "tag": build.tag,
+            "cached": build.cached,
+            "seconds": round(build.seconds, 3),
+        }
+        if not build.ok:
+            return run, {
+                "outcome": "build_failed",
+                "reward": None,
+                "reason": build.reason,
+                "mode": run.mode,
+                "seconds": round(build.seconds, 3),
+                "build": {**build_detail, "log": build.log, "reason": build.reason},
+            }
+        if inspection_failed(run):
+            return run, _sandbox_error(f"inspection #{run.inspection_id} failed")
+        try:
+            if run.kind == Run.REFERENCE:
+                result = executor.run(source, build.tag, mode=run.mode or TaskSet.FAITHFUL)
+            else:
+                script = run.sample.completion if run.kind == Run.SAMPLE else None
+                if run.kind == Run.PROBE:
+                    script = TERMINAL_PROBES[run.probe]
+                result = executor.run(
+                    source, build.tag, script=script, mode=run.mode or TaskSet.FAITHFUL
+                )
+        except Exception as exc:  # noqa: BLE001
+            logger.exception("terminal run %s failed in the executor", run.pk)
+            result = _sandbox_error(f"{type(exc).__name__}: {exc}")
+        result["build"] = build_detail
+        return run, result
+
+    pending: list[tuple[Run, dict]] = []
+    flushed = time.monotonic()
+    try:
+        with ThreadPoolExecutor(
+            max_workers=max(1, settings.TERMINAL_PARALLEL), thread_name_prefix="terminal-run"
+        ) as pool:
+            futures = [pool.submit(one, run) for run in runs]
+            for future in as_completed(futures):
+                run, result = future.result()
+                if (
+                    result["outcome"] == "sandbox_error"
+                    and run.attempts < settings.RUN_MAX_ATTEMPTS
+                ):
+                    logger.warning("run %s: sandbox error, retrying: %s", run.pk, result["reason"])
+                    if Run.objects.filter(
+                        pk=run.pk, status=Run.RUNNING, attempts=run.attempts
+                    ).update(status=Run.QUEUED, error=str(result.get("reason", ""))[:2000]):
+                        _run_enqueue([run.pk])
+                    continue
+                pending.append((run, result))
+                now = timezone.now()
+                if len(pending) >= 8 or time.monotonic() - flushed > 0.5:
+                    _terminal_runs_record(pending)
+                    pending, flushed = [], time.monotonic()
+                if lease - now < span / 2:
+                    lease = now + span
+                    Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(
+                        lease_expires_at=lease
+                    )
+    finally:
+        build_pool.shutdown(wait=False, cancel_futures=True)
+        if pending:
+            _terminal_runs_record(pending)
+
+
+def inspection_failed(run: Run) -> bool:
+    return run.inspection.status == Inspection.FAILED
+
+
+def _sandbox_error(reason: str) -> dict:
+    return {"outcome": "sandbox_error", "reward": None, "reason": reason, "seconds": 0.0}
+
+
+def _terminal_runs_record(results: list[tuple[Run, dict]]) -> int:
+    """Record outcomes in one transaction, guarded like the function runs' records so that a
+    swept and re-queued run is never recorded twice."""
+    from inspector.services import _inspection_progress
+
+    finished = timezone.now()
+    recorded: dict[int, int] = {}
+    with transaction.atomic():
+        for run, result in results:
+            agent = result.get("agent") or {}
+            verifier = result.get("verifier") or {}
+            detail = {
+                key: result[key]
+                for key in ("build", "agent", "verifier", "rewards")
+                if result.get(key) is not None
+            }
+            updated = Run.objects.filter(
+                pk=run.pk, status=Run.RUNNING, attempts=run.attempts
+            ).update(
+                status=Run.DONE,
+                outcome=str(result["outcome"]),
+                exit_code=verifier.get("exit_code", agent.get("exit_code")),
+                duration=float(result.get("seconds") or 0.0),
+                reward=result.get("reward"),
+                detail=detail,
+                error=str(result.get("reason") or "")[:2000],
+                finished_at=finished,
+                lease_expires_at=None,
+            )
+            if updated:
+                run.outcome = str(result["outcome"])
+                recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
+    for inspection_id, count in recorded.items():
+        _inspection_progress(inspection_id, count)
+    return sum(recorded.values())
