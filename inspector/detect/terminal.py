@@ -110,7 +110,14 @@ def analyse_terminal_runs(
             finding = replace(
                 finding,
                 explanation=_hackable_explanation(
-                    finding.explanation, probe_results.get(finding.task_key, {}), mode, other
+                    finding.explanation,
+                    {
+                        probe: modes
+                        for probe, modes in probe_results.get(finding.task_key, {}).items()
+                        if probe not in harness_probes
+                    },
+                    mode,
+                    other,
                 ),
             )
         findings.append(finding)

@@ -73,6 +73,8 @@ class Command(BaseCommand):
             f"Inspection #{inspection.pk} finished in {seconds:.1f} s: "
             f"{inspection.runs_total} runs, {summary}."
         )
+        for finding in inspection.findings:
+            self.stdout.write(f"Harness finding: {finding['explanation']}.")
 
     def _bar(self, inspection: Inspection) -> None:
         width = 40
