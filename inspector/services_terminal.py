@@ -130,7 +130,7 @@ def terminal_parse(
                         file=samples_name or tasks_name,
                         line=None,
                         field="sample_id",
-                        message=(
+                        reason=(
                             f"sample {s['sample_id']!r} of task {s['task_id']!r} is given twice "
                             "(in the task's samples/ folder and in the samples file)"
                         ),
