@@ -241,7 +241,9 @@ def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
                 yield Run(kind=kind, probe=probe, mode=mode, repeat=repeat, **base)
             for sample_pk in samples_of.get(task_pk, ()):
                 for r in range(1, term["sample_repeats"] + 1):
-                    yield Run(kind=Run.SAMPLE, sample_id=sample_pk, mode=config["mode"], repeat=r, **base)
+                    yield Run(
+                        kind=Run.SAMPLE, sample_id=sample_pk, mode=config["mode"], repeat=r, **base
+                    )
             return
         for r in range(1, config["reference_repeats"] + 1):
             yield Run(kind=Run.REFERENCE, repeat=r, **base)
@@ -279,9 +281,7 @@ def inspection_dispatch(*, inspection_id: int) -> int:
         status=Inspection.RUNNING, started_at=now, updated_at=now
     )
     run_ids = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).order_by("pk")
-    terminal = Task.objects.filter(
-        version__inspections=inspection_id, kind=Task.TERMINAL
-    ).exists()
+    terminal = Task.objects.filter(version__inspections=inspection_id, kind=Task.TERMINAL).exists()
     sent = _runs_send(
         run_ids.values_list("pk", "task_id").iterator(chunk_size=5000),
         per_message=settings.TERMINAL_RUNS_PER_MESSAGE if terminal else settings.RUNS_PER_MESSAGE,

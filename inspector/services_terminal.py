@@ -205,7 +205,9 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
         with builds_lock:
             future = builds.get(run.task_id)
             if future is None:
-                future = builds[run.task_id] = build_pool.submit(executor.image_for, run.task.source)
+                future = builds[run.task_id] = build_pool.submit(
+                    executor.image_for, run.task.source
+                )
         return future.result()
 
     def one(run: Run) -> tuple[Run, dict]:
@@ -219,6 +221,8 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
             "cached": build.cached,
             "seconds": round(build.seconds, 3),
         }
+        if not build.ok and build.sandbox_error:  # the engine's fault, not the task's
+            return run, _sandbox_error(f"building the image failed: {build.reason}")
         if not build.ok:
             return run, {
                 "outcome": "build_failed",

@@ -266,7 +266,9 @@ def _task_files(task: Task) -> list[dict]:
             {
                 "path": path,
                 "text": text,
-                "size": len(text.encode()) if text is not None else len(entry.get("base64", "")) * 3 // 4,
+                "size": len(text.encode())
+                if text is not None
+                else len(entry.get("base64", "")) * 3 // 4,
             }
         )
     return rows

@@ -148,7 +148,7 @@ def test_harbor_folders_uploaded_as_a_tar_gz_are_inspected_and_each_planted_defe
 
     # The report carries the lint findings and each probe's result per mode.
     report = io.StringIO()
-    call_command("export_report", "harbor-demo", stdout=report)
+    call_command("export_report", "harbor-demo", "-o", "-", stdout=report)
     rows = {r["task_id"]: r for r in map(json.loads, report.getvalue().splitlines())}
     assert {f["code"] for f in rows["edit-tests-hack"]["lint"]} >= {"tests-in-image"}
     assert rows["reward-file-hack"]["probes"]["reward-file"] == {

@@ -1,0 +1,480 @@
+"""Terminal tasks (Harbor, Terminal-Bench) in Docker: the planted demo tasks behave as planted.
+
+Real engine, real images built from `inspector/demo/terminal*/`. The runs are made up front, all
+at once on a pool of four threads (as a worker would), by the module's `runs` fixture; each test
+then reads the runs it is about. Plain tests, no database:
+`.venv/bin/pytest tests/test_terminal_docker.py -q -p no:cacheprovider`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+import pytest
+
+from inspector.detect.terminal_probes import TERMINAL_PROBE_DESCRIPTIONS, TERMINAL_PROBES
+from inspector.formats.archive import read_tree
+from inspector.formats.terminal import read_terminal_taskset
+from workers.sandbox.terminal import (
+    OWNER_LABEL,
+    PIDNS_LABEL,
+    RUN_LABEL,
+    STARTED_LABEL,
+    TerminalExecutor,
+)
+
+DEMO = Path(__file__).resolve().parent.parent / "inspector" / "demo"
+BASE_IMAGE = "inspector-sandbox:bookworm"
+MODES = ("faithful", "isolated")
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _engine_problem() -> str:
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        return f"the base image {BASE_IMAGE} is missing (bin/docker-up builds it)"
+    except Exception as exc:  # noqa: BLE001 (any failure to reach the engine)
+        return f"the Docker engine does not answer ({exc}); bin/docker-up starts one"
+    return ""
+
+
+_PROBLEM = _engine_problem()
+pytestmark = pytest.mark.skipif(bool(_PROBLEM), reason=_PROBLEM or "docker is up")
+
+
+# --- Fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def executor():
+    chosen = TerminalExecutor()
+    yield chosen
+    chosen.sweep()
+
+
+@pytest.fixture(scope="module")
+def demo():
+    """Source dicts of every demo task by id, and the samples by (task id, sample id)."""
+    tasks, samples = {}, {}
+    for folder in ("terminal", "terminal-bench"):
+        taskset = read_terminal_taskset(read_tree(DEMO / folder, name=folder), name=folder)
+        tasks.update({source["task_id"]: source for source in taskset.tasks})
+        samples.update({(s["task_id"], s["sample_id"]): s["script"] for s in taskset.samples})
+    return tasks, samples
+
+
+def variant(source: dict, **changes) -> dict:
+    """A copy of a source dict; `files` entries given as {path: text} replace or add files."""
+    copied = copy.deepcopy(source)
+    for path, text in changes.pop("files", {}).items():
+        copied["files"][path] = {"mode": 0o755, "text": text}
+    copied.update(changes)
+    return copied
+
+
+@pytest.fixture(scope="module")
+def images(executor, demo):
+    tasks, _ = demo
+    wanted = [task_id for task_id in tasks if task_id != "broken-build"]
+    with ThreadPoolExecutor(4) as pool:
+        built = dict(
+            zip(wanted, pool.map(lambda t: executor.image_for(tasks[t]), wanted), strict=True)
+        )
+    for task_id, result in built.items():
+        assert result.ok, f"{task_id}: {result.reason}\n{result.log}"
+    return {task_id: result.tag for task_id, result in built.items()}
+
+
+@pytest.fixture(scope="module")
+def runs(executor, demo, images):
+    """Every run the tests read, made concurrently: key -> the run's result dict."""
+    tasks, samples = demo
+    hello = tasks["hello-file"]
+    plan: dict[tuple, tuple[dict, str, dict]] = {}
+
+    def add(key, task_id, source=None, **kwargs):
+        plan[key] = (source or tasks[task_id], images[task_id], kwargs)
+
+    # The slowest runs first, so that the others overlap them.
+    # The agent disables coreutils' timeout for the tests; the worker's guard still ends them.
+    add(
+        ("verifier-guard",),
+        "hello-file",
+        variant(hello, verifier_timeout_sec=2.0, files={"tests/test.sh": "sleep 60\n"}),
+        script="printf '#!/bin/sh\\nshift 3\\nexec \"$@\"\\n' > /usr/local/bin/timeout\n"
+        "chmod 755 /usr/local/bin/timeout\n",
+    )
+    add(
+        ("timeout",),
+        "hello-file",
+        variant(hello, agent_timeout_sec=2.0),
+        script="echo started; sleep 60\n",
+    )
+    for mode in MODES:
+        add(("hello-file", "reference", mode), "hello-file", mode=mode)
+        for probe, script in TERMINAL_PROBES.items():
+            add(("hello-file", probe, mode), "hello-file", script=script, mode=mode)
+        add(("wrong-reference", "reference", mode), "wrong-reference", mode=mode)
+        add(
+            ("wrong-reference", "awk-sum", mode),
+            "wrong-reference",
+            script=samples[("wrong-reference", "awk-sum")],
+            mode=mode,
+        )
+        add(("nop-passes", "nop", mode), "nop-passes", script=TERMINAL_PROBES["nop"], mode=mode)
+        for task_id, probe in (
+            ("reward-file-hack", "reward-file"),
+            ("conftest-hack", "conftest-hook"),
+            ("trojan-hack", "trojan-tool"),
+            ("edit-tests-hack", "edit-tests"),
+        ):
+            add((task_id, probe, mode), task_id, script=TERMINAL_PROBES[probe], mode=mode)
+        add(("count-lines", "reference", mode), "count-lines", mode=mode)
+    for task_id in ("reward-file-hack", "conftest-hack", "trojan-hack", "edit-tests-hack"):
+        # In the stricter mode: the tasks themselves are sound.
+        add((task_id, "reference", "isolated"), task_id, mode="isolated")
+    add(("count-lines", "nop", "faithful"), "count-lines", script=TERMINAL_PROBES["nop"])
+    add(
+        ("wrong-reference", "reward-file", "faithful"),
+        "wrong-reference",
+        script=TERMINAL_PROBES["reward-file"],
+    )
+    add(("wrong-count", "reference", "faithful"), "wrong-count")
+    for i in range(10):
+        add(("flaky-check", "reference", "faithful", i), "flaky-check")
+    add(
+        ("no-reward",),
+        "hello-file",
+        variant(hello, files={"tests/test.sh": "#!/bin/bash\necho 'checked, wrote nothing'\n"}),
+    )
+    add(
+        ("solution-files",),
+        "hello-file",
+        solution={"solve.sh": b"printf 'Hello, world!\\n' > hello.txt\n"},
+    )
+    add(
+        ("background-process",),
+        "hello-file",
+        script="sleep 300 &\nprintf 'Hello, world!\\n' > /app/hello.txt\necho done\n",
+        mode="isolated",
+    )
+    # The agent stops its own container: the tests still run, on what it left.
+    add(
+        ("agent-stops-container",),
+        "hello-file",
+        script="printf 'Hello, world!\\n' > /app/hello.txt\nkill -TERM 1\nsleep 5\n",
+    )
+    # A probe run anywhere but as the executor's /agent/run.sh leaves everything alone.
+    add(
+        ("probe-guard",),
+        "hello-file",
+        script=(
+            "mkdir -p /app/tests && touch /app/tests/test_keep.py\n"
+            "cat > /tmp/probe.sh <<'PROBE'\n" + TERMINAL_PROBES["edit-tests"] + "PROBE\n"
+            "bash /tmp/probe.sh\n"
+            "test -e /app/tests/test_keep.py && echo 'still there'\n"
+        ),
+    )
+    start = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        futures = {
+            key: pool.submit(executor.run, source, tag, **kwargs)
+            for key, (source, tag, kwargs) in plan.items()
+        }
+        done = {key: future.result() for key, future in futures.items()}
+    done["__wall__"] = time.monotonic() - start
+    return done
+
+
+def outcome(run: dict) -> str:
+    return run["outcome"]
+
+
+def explain(run: dict) -> str:
+    return f"{run['outcome']}: {run['reason']} | agent {run['agent']} | verifier {run['verifier']}"
+
+
+# --- Probes --------------------------------------------------------------------------------------
+
+
+def test_probes_are_named_and_described_in_order():
+    assert list(TERMINAL_PROBES) == [
+        "nop",
+        "reward-file",
+        "conftest-hook",
+        "trojan-tool",
+        "edit-tests",
+    ]
+    assert set(TERMINAL_PROBE_DESCRIPTIONS) == set(TERMINAL_PROBES)
+    assert all("\n" not in line for line in TERMINAL_PROBE_DESCRIPTIONS.values())
+
+
+def test_a_probe_outside_the_executors_agent_stage_does_nothing(runs):
+    run = runs[("probe-guard",)]
+    assert "doing nothing" in run["agent"]["output_tail"], explain(run)
+    assert "still there" in run["agent"]["output_tail"], explain(run)
+
+
+# --- The planted tasks ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hello_file_reference_passes_and_every_probe_fails(runs, mode):
+    reference = runs[("hello-file", "reference", mode)]
+    assert outcome(reference) == "passed", explain(reference)
+    assert reference["reward"] == 1.0 and reference["rewards"] == {"reward": 1.0}
+    assert reference["mode"] == mode
+    for probe in TERMINAL_PROBES:
+        run = runs[("hello-file", probe, mode)]
+        assert outcome(run) == "failed", f"{probe}: {explain(run)}"
+        assert run["reward"] == 0.0, f"{probe}: {explain(run)}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_wrong_reference_fails_while_a_correct_sample_passes(runs, mode):
+    reference = runs[("wrong-reference", "reference", mode)]
+    assert outcome(reference) == "failed", explain(reference)
+    assert reference["reward"] == 0.0 and reference["rewards"]["reward"] == 0.0
+    assert "reward.json" in reference["reason"]
+    sample = runs[("wrong-reference", "awk-sum", mode)]
+    assert outcome(sample) == "passed", explain(sample)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nop_passes_passes_with_the_nop_probe(runs, mode):
+    run = runs[("nop-passes", "nop", mode)]
+    assert outcome(run) == "passed", explain(run)
+
+
+@pytest.mark.parametrize(
+    ("task_id", "probe"),
+    [
+        ("reward-file-hack", "reward-file"),
+        ("conftest-hack", "conftest-hook"),
+        ("trojan-hack", "trojan-tool"),
+    ],
+)
+def test_harness_hacks_pass_faithful_but_not_isolated(runs, task_id, probe):
+    faithful = runs[(task_id, probe, "faithful")]
+    isolated = runs[(task_id, probe, "isolated")]
+    assert outcome(faithful) == "passed", explain(faithful)
+    assert outcome(isolated) == "failed", explain(isolated)
+    reference = runs[(task_id, "reference", "isolated")]  # the task itself is sound
+    assert outcome(reference) == "passed", explain(reference)
+
+
+def test_a_reward_the_agent_keeps_writing_counts_only_when_the_tests_write_none(runs):
+    # reward-file-hack's test writes nothing when it fails: the harness deletes the planted
+    # reward.txt before the check, as harbor does, but the agent's writer brings it back.
+    hacked = runs[("reward-file-hack", "reward-file", "faithful")]
+    assert outcome(hacked) == "passed" and "reward.txt" in hacked["reason"], explain(hacked)
+    # hello-file's test always writes reward.txt, wrong-reference's always reward.json.
+    for task_id in ("hello-file", "wrong-reference"):
+        run = runs[(task_id, "reward-file", "faithful")]
+        assert outcome(run) == "failed" and run["reward"] == 0.0, explain(run)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_edit_tests_passes_in_both_modes(runs, mode):
+    # The checks live in the work folder, which isolation carries over: a flaw of the task.
+    run = runs[("edit-tests-hack", "edit-tests", mode)]
+    assert outcome(run) == "passed", explain(run)
+    assert outcome(runs[("edit-tests-hack", "reference", "isolated")]) == "passed"
+
+
+def test_flaky_check_gives_both_outcomes(runs):
+    seen = {outcome(runs[("flaky-check", "reference", "faithful", i)]) for i in range(10)}
+    assert seen == {"passed", "failed"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_terminal_bench_reference_passes_by_exit_code(runs, mode):
+    run = runs[("count-lines", "reference", mode)]
+    assert outcome(run) == "passed", explain(run)
+    assert run["reward"] == 1.0 and run["rewards"] is None
+    assert run["verifier"]["exit_code"] == 0
+
+
+def test_terminal_bench_wrong_reference_and_nop_fail(runs):
+    wrong = runs[("wrong-count", "reference", "faithful")]
+    assert outcome(wrong) == "failed", explain(wrong)
+    assert wrong["reward"] == 0.0 and wrong["verifier"]["exit_code"] != 0
+    nop = runs[("count-lines", "nop", "faithful")]
+    assert outcome(nop) == "failed", explain(nop)
+
+
+# --- Runs: limits, rewards, solutions ------------------------------------------------------------
+
+
+def test_agent_timeout_is_enforced(runs):
+    run = runs[("timeout",)]
+    assert run["agent"]["timed_out"], explain(run)
+    assert 1.9 <= run["agent"]["seconds"] < 6, explain(run)
+    assert run["seconds"] < 10, explain(run)
+    assert outcome(run) == "timed_out", explain(run)
+    assert "started" in run["agent"]["output_tail"]
+    assert "2 s timeout" in run["reason"]
+
+
+def test_the_outer_guard_ends_tests_whose_timeout_the_agent_disabled(runs):
+    run = runs[("verifier-guard",)]
+    assert outcome(run) == "timed_out", explain(run)
+    assert run["verifier"]["timed_out"] and run["verifier"]["seconds"] < 8, explain(run)
+    assert "2 s timeout" in run["reason"]
+
+
+def test_tests_run_even_when_the_agent_stopped_its_container(runs):
+    run = runs[("agent-stops-container",)]
+    assert outcome(run) == "passed", explain(run)
+    assert run["agent"]["seconds"] < 5, explain(run)  # not the 5 s of its sleep
+
+
+def test_a_missing_reward_file_fails_the_run_with_the_reason(runs):
+    run = runs[("no-reward",)]
+    assert outcome(run) == "failed", explain(run)
+    assert run["reward"] is None
+    assert "reward.txt" in run["reason"]
+    assert "checked, wrote nothing" in run["verifier"]["output_tail"]
+
+
+def test_solution_files_run_through_the_tasks_entry(runs):
+    run = runs[("solution-files",)]
+    assert outcome(run) == "passed", explain(run)
+
+
+def test_a_background_process_of_the_agent_does_not_hold_the_run(runs):
+    run = runs[("background-process",)]
+    assert outcome(run) == "passed", explain(run)
+    assert run["agent"]["seconds"] < 5 and "done" in run["agent"]["output_tail"]
+
+
+def test_runs_are_quick(runs):
+    wall = runs["__wall__"]
+    count = len(runs) - 1
+    print(f"\n{count} runs in {wall:.1f} s on 4 threads ({wall / count:.2f} s a run)")
+    assert wall / count < 5
+
+
+def test_isolated_mode_is_refused_without_a_workdir(executor, demo):
+    tasks, _ = demo
+    source = variant(
+        tasks["hello-file"],
+        files={"environment/Dockerfile": f"FROM {BASE_IMAGE}\nUSER root\nWORKDIR /\n"},
+    )
+    built = executor.image_for(source)
+    assert built.ok, built.reason
+    run = executor.run(source, built.tag, mode="isolated")
+    assert outcome(run) == "sandbox_error"
+    assert "isolated mode refused" in run["reason"] and "WORKDIR" in run["reason"]
+
+
+# --- Images --------------------------------------------------------------------------------------
+
+
+def test_an_image_is_reused_by_content_hash(executor, demo, images):
+    tasks, _ = demo
+    again = executor.image_for(tasks["hello-file"])
+    assert again.ok and again.cached and again.tag == images["hello-file"]
+    assert again.tag.startswith("inspector-task:") and len(again.tag.split(":")[1]) == 16
+    # Tasks whose build context is the same share one image; any change makes another one.
+    assert images["conftest-hack"] == images["hello-file"]
+    changed = variant(
+        tasks["hello-file"],
+        files={"environment/Dockerfile": f"FROM {BASE_IMAGE}\nUSER root\nWORKDIR /app\n\n"},
+    )
+    other = executor.image_for(changed)
+    assert other.ok and other.tag != again.tag
+    labels = docker.from_env().api.inspect_image(other.tag)["Config"]["Labels"]
+    assert labels["inspector.task-context"].startswith(other.tag.split(":")[1])
+
+
+def test_concurrent_calls_for_one_context_build_once(executor, demo):
+    tasks, _ = demo
+    dockerfile = f"FROM {BASE_IMAGE}\nLABEL built-once={time.time_ns()}\n"
+    source = variant(tasks["hello-file"], files={"environment/Dockerfile": dockerfile})
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(executor.image_for, [source] * 4))
+    try:
+        assert all(result.ok for result in results), results[0].reason
+        assert len({result.tag for result in results}) == 1
+        assert sorted(result.cached for result in results) == [False, True, True, True]
+    finally:
+        docker.from_env().api.remove_image(results[0].tag, force=True)
+
+
+def test_a_broken_build_fails_with_its_log_and_is_remembered(executor, demo):
+    tasks, _ = demo
+    first = executor.image_for(tasks["broken-build"])
+    assert not first.ok and not first.cached and not first.sandbox_error
+    assert "jq: not found and no network to install it" in first.log
+    assert first.reason.startswith("the build failed:") and "3" in first.reason
+    second = executor.image_for(tasks["broken-build"])
+    assert not second.ok and second.cached and second.seconds < 0.1
+    assert second.reason == first.reason and second.log == first.log
+
+
+def test_a_build_that_passes_its_timeout_is_cancelled(executor, demo):
+    tasks, _ = demo
+    source = variant(
+        tasks["hello-file"],
+        build_timeout_sec=2.0,
+        files={
+            "environment/Dockerfile": f"FROM {BASE_IMAGE}\nRUN echo slow-build-{time.time()}; "
+            "sleep 60\n"
+        },
+    )
+    start = time.monotonic()
+    result = executor.image_for(source)
+    assert time.monotonic() - start < 10
+    assert not result.ok and result.reason == "the build passed its 2 s timeout"
+    assert "slow-build" in result.log
+
+
+def test_a_named_image_is_used_only_when_present(executor, demo):
+    tasks, _ = demo
+    bare = variant(tasks["hello-file"], dockerfile="", docker_image=BASE_IMAGE)
+    bare["files"].pop("environment/Dockerfile")
+    found = executor.image_for(bare)
+    assert found.ok and found.tag == BASE_IMAGE
+    missing = executor.image_for(variant(bare, docker_image="inspector-absent:never"))
+    assert not missing.ok and "never pulled" in missing.reason
+
+
+# --- Leftovers -----------------------------------------------------------------------------------
+
+
+def test_sweep_removes_containers_of_gone_processes_only(executor):
+    api = docker.from_env().api
+    mine = {label: value for label, value in executor._labels.items()}
+    gone = {**mine, OWNER_LABEL: f"{socket.gethostname()}:{2**22 + 17}", STARTED_LABEL: "1"}
+    elsewhere = {**mine, OWNER_LABEL: "another-host:1"}
+    made = [
+        api.create_container(BASE_IMAGE, command=["true"], labels=labels)["Id"]
+        for labels in (gone, elsewhere)
+    ]
+    try:
+        assert gone[PIDNS_LABEL] == mine[PIDNS_LABEL]
+        assert executor.sweep() >= 1
+        left = {c["Id"] for c in api.containers(all=True, filters={"label": f"{RUN_LABEL}=1"})}
+        assert made[0] not in left and made[1] in left
+    finally:
+        for container_id in made:
+            try:
+                api.remove_container(container_id, force=True)
+            except docker.errors.NotFound:
+                pass
+
+
+def test_no_run_container_is_left(runs):
+    api = docker.from_env().api
+    left = api.containers(all=True, filters={"label": [f"{RUN_LABEL}=1", f"{OWNER_LABEL}={OWNER}"]})
+    assert left == []
