@@ -181,3 +181,40 @@ def test_clicking_a_point_of_the_pass_rate_chart_opens_its_task(
     click.perform()
     wait(browser).until(EC.url_to_be(live_server.url + point["url"]))
     assert browser.find_element(By.TAG_NAME, "h1").text.startswith("planted/mislabeled")
+
+
+def test_harbor_task_folders_uploaded_as_a_tar_gz_are_inspected_in_docker_and_flagged(
+    browser, live_server, reviewer, eager_celery, settings, tmp_path
+):
+    from tests.test_terminal_inspection import DOCKER, HARBOR_DEMO, tar_gz
+
+    if not DOCKER:
+        pytest.skip("terminal tasks run in Docker; start it with bin/docker-up")
+    settings.TERMINAL_REFERENCE_REPEATS = 2
+    settings.TERMINAL_PROBES = ["nop", "reward-file"]
+    archive = tmp_path / "harbor-tasks.tar.gz"
+    archive.write_bytes(tar_gz(HARBOR_DEMO, ["hello-file", "reward-file-hack"]))
+
+    log_in(browser, live_server, "/")
+    browser.find_element(By.NAME, "name").send_keys("harbor-browser")
+    browser.find_element(By.NAME, "tasks_file").send_keys(str(archive))
+    browser.find_element(By.ID, "upload").click()
+    wait(browser).until(EC.url_to_be(live_server.url + "/tasksets/harbor-browser/"))
+    assert "2 tasks" in browser.find_element(By.TAG_NAME, "body").text
+
+    # Eager Celery: the whole inspection runs inside this request, in Docker.
+    browser.set_page_load_timeout(180)
+    browser.find_element(By.ID, "inspect").click()
+    wait(browser, 180).until(
+        EC.text_to_be_present_in_element((By.ID, "progress-status"), "finished")
+    )
+    flags = browser.find_element(By.CSS_SELECTOR, "a.flag").text
+    assert flags == "reward_hackable: 1"
+    browser.find_element(By.CSS_SELECTOR, "a.flag").click()
+    wait(browser).until(EC.presence_of_element_located((By.LINK_TEXT, "reward-file-hack")))
+    browser.find_element(By.LINK_TEXT, "reward-file-hack").click()
+    card = wait(browser).until(EC.presence_of_element_located((By.ID, "flag-reward_hackable")))
+    assert "reward-file" in card.text and "isolated mode defeats reward-file" in card.text
+    probes = browser.find_element(By.ID, "probes").text
+    assert "reward-file earned a full reward refused" in probes
+    screenshot(browser, "terminal-task")
