@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
+
+# The file-system broker with atomic message writes (workers/broker.py) instead of kombu's own.
+TRANSPORT_ALIASES["filesystem"] = "workers.broker:Transport"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
 
