@@ -10,7 +10,11 @@ from kombu import Connection
 
 def test_a_reader_racing_a_writer_only_ever_sees_whole_messages(tmp_path):
     folder = str(tmp_path)
-    options = {"data_folder_in": folder, "data_folder_out": folder}
+    options = {
+        "data_folder_in": folder,
+        "data_folder_out": folder,
+        "control_folder": str(tmp_path / "control"),
+    }
     payload = {"body": "x" * 200_000}  # big enough that a write takes several system calls
     errors: list[BaseException] = []
     received = 0
