@@ -1,0 +1,937 @@
+"""Behaviour vectors: what one solution of a function task returns on a fixed list of inputs.
+
+Every solution of a task (the reference, each sample, each mutant) is called on the same inputs:
+the argument lists found in the task's own tests (`inputs_from_tests`) plus type-aware
+variations of them (`input_variations`). What it returns, or raises, on each input is its
+behaviour vector; comparing vectors is how the signals in `inspector.detect.signals` find weak
+tests, ambiguous prompts and wrong references.
+
+Nothing here runs a solution. `behaviour_program` writes a self-contained program that the caller
+runs INSIDE the platform's sandbox (`sandbox.run_python(program, limits=...)`); the program
+prints one marked JSON line, and `parse_behaviour` reads it back from the run's stdout tail.
+Inputs are argument lists written as Python literals ("[1, 2], 3" or "'ab', key=2") and are only
+ever read with `ast.literal_eval`, here and inside the program: never `eval`.
+
+What the program records per input (`BehaviourVector.digests`):
+- a value: 12 hex characters of the SHA-256 of a canonical text of the result, made so that
+  results equal under `==` get the same digest: 1, 1.0 and True alike, dicts and sets in any
+  order, floats to 10 significant digits (checks compare floats with a tolerance), -0.0 as 0;
+  lists and tuples stay apart ([1] != (1,)); other objects by type and repr, addresses removed;
+- `!` and the exception's type name when the call raised (SystemExit included);
+- `~timeout` when one call ran over `per_call_seconds`;
+- `~skipped` when the program's total budget ran out before the call: unknown, never compared.
+
+The solution runs in the same process as the recording code, so a hostile solution can forge its
+own vector (or leave none). That is acceptable for what vectors are used for (grouping samples,
+comparing the reference and mutants); a check's verdict never comes from here.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MARKER",
+    "MAX_INPUTS",
+    "SKIPPED",
+    "TIMEOUT",
+    "BehaviourVector",
+    "behaviour_inputs",
+    "behaviour_program",
+    "input_variations",
+    "inputs_from_tests",
+    "inputs_key",
+    "is_value",
+    "literal_source",
+    "parse_arguments",
+    "parse_behaviour",
+    "wall_seconds",
+]
+
+MARKER = "@@BEHAVIOUR@@"
+TIMEOUT = "~timeout"
+SKIPPED = "~skipped"
+MAX_INPUTS = 80  # per program: keeps the digests (at most ~25 bytes each) under 2.1 kB
+MAX_INPUT_CHARS = 2000  # longer argument lists are left out
+MAX_REPRS = 40  # the first inputs whose results are also kept as text, as far as they fit
+REPR_CHARS = 80
+OUTPUT_BUDGET = 3500  # bytes of the marked line; the sandbox keeps the last 4096 of stdout
+_MAX_LOOP_ITEMS = 50  # elements of one literal loop followed by inputs_from_tests
+_MAX_ENVIRONMENTS = 200
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class BehaviourVector:
+    """One solution's behaviour on one list of inputs (see the module's docstring)."""
+
+    inputs_key: str  # `inputs_key(inputs)`: vectors are comparable only when these match
+    digests: tuple[str, ...]  # one per input, in order
+    reprs: tuple[str | None, ...]  # same length: the result's repr (or "raised X: msg"), cut to
+    # 80 characters, for the first inputs only; None where not kept
+    inputs: tuple[str, ...] = ()  # the input texts, when given to `parse_behaviour`
+    seconds: float = 0.0  # time spent in the calls
+    error: str = ""  # why the solution could not be defined ("SyntaxError: ..."), if it could not
+
+    def input_text(self, index: int) -> str:
+        return self.inputs[index] if index < len(self.inputs) else f"input #{index + 1}"
+
+
+def is_value(digest: str) -> bool:
+    """Whether a digest records a returned value (not an exception, timeout or skip)."""
+    return len(digest) == 12 and set(digest) <= _HEX
+
+
+def inputs_key(inputs: Sequence[str]) -> str:
+    return hashlib.sha256("\x00".join(inputs).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def wall_seconds(*, per_call_seconds: float = 1.0, total_seconds: float = 10.0) -> float:
+    """A sandbox wall-clock limit that lets a behaviour program finish: its total budget, one
+    call that started just before the budget ran out, its definition, and interpreter start."""
+    return total_seconds + per_call_seconds + max(2.0, per_call_seconds) + 3.0
+
+
+# --- Literals and argument lists -----------------------------------------------------------------
+
+
+def literal_source(value: Any) -> str | None:
+    """Python source for `value` that `ast.literal_eval` reads back as an equal value, written
+    the same way in every process (sets sorted), or None when there is no such source (inf, nan,
+    frozenset, objects)."""
+    kind = type(value)
+    if value is None or kind in (bool, int, str, bytes):
+        return repr(value)
+    if kind is float:
+        return (
+            repr(value) if value == value and value not in (float("inf"), float("-inf")) else None
+        )
+    if kind is complex:
+        if literal_source(value.real) is None or literal_source(value.imag) is None:
+            return None
+        return repr(value)
+    if kind in (list, tuple, set):
+        parts = []
+        for item in value:
+            text = literal_source(item)
+            if text is None:
+                return None
+            parts.append(text)
+        if kind is list:
+            return "[" + ", ".join(parts) + "]"
+        if kind is tuple:
+            return "(" + parts[0] + ",)" if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+        return "{" + ", ".join(sorted(parts)) + "}" if parts else "set()"
+    if kind is dict:
+        parts = []
+        for key, item in value.items():
+            key_text, item_text = literal_source(key), literal_source(item)
+            if key_text is None or item_text is None:
+                return None
+            parts.append(f"{key_text}: {item_text}")
+        return "{" + ", ".join(parts) + "}"
+    return None
+
+
+def parse_arguments(text: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """An input's positional and keyword arguments, read with `ast.literal_eval` only.
+
+    Raises ValueError when the text is not a plain literal argument list."""
+    try:
+        call = ast.parse(f"_({text})", mode="eval").body
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"not an argument list: {exc}") from None
+    if not isinstance(call, ast.Call) or any(isinstance(arg, ast.Starred) for arg in call.args):
+        raise ValueError("not a plain argument list")
+    try:
+        args = tuple(ast.literal_eval(arg) for arg in call.args)
+        kwargs = {}
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                raise ValueError("** arguments are not literals")
+            kwargs[keyword.arg] = ast.literal_eval(keyword.value)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"not a literal argument list: {exc}") from None
+    return args, kwargs
+
+
+def _arguments_source(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    parts = []
+    for value in args:
+        text = literal_source(value)
+        if text is None:
+            return None
+        parts.append(text)
+    for name, value in kwargs.items():
+        text = literal_source(value)
+        if text is None:
+            return None
+        parts.append(f"{name}={text}")
+    joined = ", ".join(parts)
+    return joined if len(joined) <= MAX_INPUT_CHARS else None
+
+
+# --- Inputs found in the tests -------------------------------------------------------------------
+
+
+def inputs_from_tests(test_source: str, entry_point: str, *, limit: int = 40) -> list[str]:
+    """The argument lists the task's tests call the solution with, as literal source text.
+
+    Looks at calls of the check's parameter (`candidate`) and of `entry_point` inside `check`
+    (or, without a `check`, anywhere in the tests): in asserts, expressions, comprehensions and
+    loops. Names bound to literals (`x = [1, 2]`, module-level constants) and the variables of
+    `for` loops and comprehensions over literal lists, tuples, strings, dicts and `range(...)` are
+    substituted; arithmetic on literals (`[1] * 3`, `-2 ** 3`) is folded. Arguments that are not
+    literals after that (a call of another function, a random value) leave their call out.
+    Deduplicated, in the order found, at most `limit`.
+    """
+    try:
+        tree = ast.parse(test_source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    collector = _Collector(entry_point, limit)
+    module_env: dict[str, Any] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign):
+            collector.assign(statement, [module_env])
+    check = next(
+        (node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "check"),
+        None,
+    )
+    try:
+        if check is not None:
+            if check.args.args:
+                collector.names.add(check.args.args[0].arg)
+            collector.statements(check.body, [dict(module_env)])
+        else:
+            collector.statements(tree.body, [{}])
+    except RecursionError:
+        pass
+    return collector.found
+
+
+class _Unknown(Exception):
+    pass
+
+
+class _Collector:
+    def __init__(self, entry_point: str, limit: int) -> None:
+        self.names = {entry_point}
+        self.limit = limit
+        self.found: list[str] = []
+        self._seen: set[str] = set()
+
+    def full(self) -> bool:
+        return len(self.found) >= self.limit
+
+    def statements(self, body: list[ast.stmt], envs: list[dict[str, Any]]) -> None:
+        for statement in body:
+            if self.full():
+                return
+            if isinstance(statement, ast.Assign):
+                self.expression(statement.value, envs)
+                self.assign(statement, envs)
+            elif isinstance(statement, ast.AugAssign | ast.AnnAssign):
+                if statement.value is not None:
+                    self.expression(statement.value, envs)
+                self.update(statement, envs)
+            elif (
+                isinstance(statement, ast.Expr)
+                and isinstance(statement.value, ast.Call)
+                and isinstance(statement.value.func, ast.Attribute)
+                and isinstance(statement.value.func.value, ast.Name)
+            ):
+                # `xs.append(4)` may change xs: forget it rather than use a stale value.
+                self.expression(statement.value, envs)
+                for env in envs:
+                    env.pop(statement.value.func.value.id, None)
+            elif isinstance(statement, ast.For | ast.AsyncFor):
+                self.expression(statement.iter, envs)
+                inner = self.bind(statement.target, statement.iter, envs)
+                self.statements(statement.body, inner)
+                self.statements(statement.orelse, envs)
+                for env in envs:
+                    for name in _target_names(statement.target):
+                        env.pop(name, None)
+            elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                self.statements(statement.body, [dict(env) for env in envs])
+            else:
+                for _field, value in ast.iter_fields(statement):
+                    if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                        self.statements(value, envs)
+                    elif isinstance(value, list):
+                        for item in value:
+                            if isinstance(item, ast.ExceptHandler):
+                                self.statements(item.body, envs)
+                            elif isinstance(item, ast.AST):
+                                self.expression(item, envs)
+                    elif isinstance(value, ast.expr):
+                        self.expression(value, envs)
+
+    def assign(self, statement: ast.Assign, envs: list[dict[str, Any]]) -> None:
+        names = [name for target in statement.targets for name in _target_names(target)]
+        single = len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+        for env in envs:
+            if single:
+                try:
+                    env[names[0]] = _resolve(statement.value, env)
+                    continue
+                except _Unknown:
+                    pass
+            for name in names:
+                env.pop(name, None)
+
+    def update(self, statement: ast.AugAssign | ast.AnnAssign, envs: list[dict[str, Any]]) -> None:
+        target = statement.target
+        if not isinstance(target, ast.Name):
+            return
+        for env in envs:
+            try:
+                if isinstance(statement, ast.AugAssign):
+                    env[target.id] = _fold(
+                        statement.op, _resolve(target, env), _resolve(statement.value, env)
+                    )
+                elif statement.value is not None:
+                    env[target.id] = _resolve(statement.value, env)
+                else:
+                    env.pop(target.id, None)
+            except _Unknown:
+                env.pop(target.id, None)
+
+    def bind(
+        self, target: ast.expr, iterable: ast.expr, envs: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The environments inside a loop over `iterable`: one per element when it is a literal
+        (the loop variable unknown otherwise)."""
+        names = _target_names(target)
+        inner: list[dict[str, Any]] = []
+        for env in envs:
+            try:
+                items = _iterate(_resolve(iterable, env))
+            except _Unknown:
+                unknown = dict(env)
+                for name in names:
+                    unknown.pop(name, None)
+                inner.append(unknown)
+                continue
+            for item in items[:_MAX_LOOP_ITEMS]:
+                bound = dict(env)
+                try:
+                    _unpack(target, item, bound)
+                except _Unknown:
+                    for name in names:
+                        bound.pop(name, None)
+                inner.append(bound)
+                if len(inner) >= _MAX_ENVIRONMENTS:
+                    return inner
+        return inner
+
+    def expression(self, node: ast.expr, envs: list[dict[str, Any]]) -> None:
+        if self.full():
+            return
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            inner = envs
+            for generator in node.generators:
+                self.expression(generator.iter, inner)
+                inner = self.bind(generator.target, generator.iter, inner)
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            for part in parts:
+                self.expression(part, inner)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in self.names:
+                for env in envs:
+                    self.call(node, env)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.expression(child, envs)
+            elif isinstance(child, ast.keyword):
+                self.expression(child.value, envs)
+
+    def call(self, node: ast.Call, env: dict[str, Any]) -> None:
+        if self.full():
+            return
+        try:
+            args: list[Any] = []
+            for arg in node.args:
+                if isinstance(arg, ast.Starred):
+                    args.extend(_iterate(_resolve(arg.value, env)))
+                else:
+                    args.append(_resolve(arg, env))
+            kwargs = {}
+            for keyword in node.keywords:
+                if keyword.arg is None:
+                    raise _Unknown
+                kwargs[keyword.arg] = _resolve(keyword.value, env)
+        except _Unknown:
+            return
+        text = _arguments_source(args, kwargs)
+        if text is not None and text not in self._seen:
+            self._seen.add(text)
+            self.found.append(text)
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    return [node.id for node in ast.walk(target) if isinstance(node, ast.Name)]
+
+
+def _unpack(target: ast.expr, value: Any, env: dict[str, Any]) -> None:
+    if isinstance(target, ast.Name):
+        env[target.id] = value
+        return
+    if isinstance(target, ast.Tuple | ast.List) and not any(
+        isinstance(element, ast.Starred) for element in target.elts
+    ):
+        items = _iterate(value)
+        if len(items) != len(target.elts):
+            raise _Unknown
+        for element, item in zip(target.elts, items, strict=True):
+            _unpack(element, item, env)
+        return
+    raise _Unknown
+
+
+def _iterate(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple | str | dict | range):
+        if len(value) > 10_000:
+            raise _Unknown
+        return list(value)
+    if isinstance(value, set):
+        return sorted(value, key=lambda item: (type(item).__name__, literal_source(item) or ""))
+    raise _Unknown
+
+
+_SIZE_LIMIT = 10_000  # elements or characters a folded literal may have
+
+
+def _resolve(node: ast.expr, env: dict[str, Any]) -> Any:
+    """The value of a literal expression, with names from `env`; _Unknown otherwise."""
+    if isinstance(node, ast.Constant):
+        if node.value is Ellipsis:
+            raise _Unknown
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        raise _Unknown
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        items: list[Any] = []
+        for element in node.elts:
+            if isinstance(element, ast.Starred):
+                items.extend(_iterate(_resolve(element.value, env)))
+            else:
+                items.append(_resolve(element, env))
+        if isinstance(node, ast.List):
+            return items
+        if isinstance(node, ast.Tuple):
+            return tuple(items)
+        try:
+            return set(items)
+        except TypeError:
+            raise _Unknown from None
+    if isinstance(node, ast.Dict):
+        result = {}
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:
+                raise _Unknown
+            try:
+                result[_resolve(key, env)] = _resolve(value, env)
+            except TypeError:
+                raise _Unknown from None
+        return result
+    if isinstance(node, ast.UnaryOp):
+        operand = _resolve(node.operand, env)
+        if isinstance(operand, int | float | complex):
+            if isinstance(node.op, ast.USub):
+                return -operand
+            if isinstance(node.op, ast.UAdd):
+                return +operand
+        raise _Unknown
+    if isinstance(node, ast.BinOp):
+        return _fold(node.op, _resolve(node.left, env), _resolve(node.right, env))
+    if isinstance(node, ast.Subscript):
+        container = _resolve(node.value, env)
+        if isinstance(node.slice, ast.Slice):
+            raise _Unknown
+        index = _resolve(node.slice, env)
+        try:
+            return container[index]
+        except (TypeError, KeyError, IndexError):
+            raise _Unknown from None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        args = [_resolve(arg, env) for arg in node.args]
+        name = node.func.id
+        if name == "range" and 1 <= len(args) <= 3 and all(type(a) is int for a in args):
+            produced = range(*args)
+            if len(produced) > _SIZE_LIMIT:
+                raise _Unknown
+            return produced
+        if name in ("list", "tuple") and len(args) == 1:
+            items = _iterate(args[0])
+            return items if name == "list" else tuple(items)
+    raise _Unknown
+
+
+def _fold(op: ast.operator, left: Any, right: Any) -> Any:
+    numbers = (int, float)
+    if isinstance(op, ast.Add | ast.Sub) and all(type(v) in numbers for v in (left, right)):
+        return left + right if isinstance(op, ast.Add) else left - right
+    if isinstance(op, ast.Add) and type(left) is type(right) and type(left) in (str, list, tuple):
+        if len(left) + len(right) > _SIZE_LIMIT:
+            raise _Unknown
+        return left + right
+    if isinstance(op, ast.Mult):
+        if all(type(v) in numbers for v in (left, right)):
+            return left * right
+        sequence, count = (left, right) if type(right) is int else (right, left)
+        if type(count) is int and type(sequence) in (str, list, tuple):
+            if len(sequence) * max(count, 0) > _SIZE_LIMIT:
+                raise _Unknown
+            return sequence * count
+    if isinstance(op, ast.Div | ast.FloorDiv | ast.Mod) and all(
+        type(v) in numbers for v in (left, right)
+    ):
+        if right == 0:
+            raise _Unknown
+        if isinstance(op, ast.Div):
+            return left / right
+        return left // right if isinstance(op, ast.FloorDiv) else left % right
+    if isinstance(op, ast.Pow) and all(type(v) in numbers for v in (left, right)):
+        if abs(right) > 64 or (type(left) is int and abs(left) > 2**32):
+            raise _Unknown
+        try:
+            return left**right
+        except (OverflowError, ZeroDivisionError):
+            raise _Unknown from None
+    raise _Unknown
+
+
+# --- Variations ----------------------------------------------------------------------------------
+
+
+def input_variations(inputs: Sequence[str], *, seed: int = 0, limit: int = 40) -> list[str]:
+    """New inputs near the given ones, one argument changed at a time, by type:
+    ints +1, -1, 0 and negated; bools negated; floats doubled, halved and negated; strings
+    emptied, reversed and case-swapped; lists and tuples emptied, reversed, one element dropped
+    and one element varied; dicts emptied and one key dropped; sets emptied and one element
+    dropped. Read and written with `ast.literal_eval` / `literal_source` only.
+
+    Returns only inputs not already in `inputs`, deduplicated, at most `limit`: a seeded shuffle
+    of each input's variations, taken round robin over the inputs so each gets its share.
+    Inputs that are not literal argument lists are skipped.
+    """
+    rng = random.Random(seed)
+    given = set(inputs)
+    seen: set[str] = set()
+    queues: list[list[str]] = []
+    for text in inputs:
+        try:
+            args, kwargs = parse_arguments(text)
+        except ValueError:
+            continue
+        made: list[str] = []
+        for position, value in enumerate(args):
+            for varied in _vary(value, rng):
+                new_args = list(args)
+                new_args[position] = varied
+                made.append(_arguments_source(new_args, kwargs) or "")
+        for name, value in kwargs.items():
+            for varied in _vary(value, rng):
+                made.append(_arguments_source(args, {**kwargs, name: varied}) or "")
+        fresh = []
+        for candidate in made:
+            if candidate and candidate not in given and candidate not in seen:
+                seen.add(candidate)
+                fresh.append(candidate)
+        rng.shuffle(fresh)
+        queues.append(fresh)
+    chosen: list[str] = []
+    while len(chosen) < limit and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < limit:
+                chosen.append(queue.pop(0))
+    return chosen
+
+
+def _vary(value: Any, rng: random.Random, depth: int = 0) -> list[Any]:
+    kind = type(value)
+    if kind is bool:
+        return [not value]
+    if kind is int:
+        return [value + 1, value - 1, 0, -value]
+    if kind is float:
+        return [value * 2, value / 2, -value, 0.0]
+    if kind is str:
+        return ["", value[::-1], value.swapcase()]
+    if kind in (list, tuple):
+        if not value:
+            return []
+        out: list[Any] = [kind(), kind(reversed(value))]
+        drop = rng.randrange(len(value))
+        out.append(kind(item for i, item in enumerate(value) if i != drop))
+        if depth < 2:
+            change = rng.randrange(len(value))
+            options = _vary(value[change], rng, depth + 1)
+            if options:
+                items = list(value)
+                items[change] = options[rng.randrange(len(options))]
+                out.append(kind(items))
+        return [item for item in out if item != value or type(item) is not type(value)]
+    if kind is dict:
+        if not value:
+            return []
+        keys = list(value)
+        drop = keys[rng.randrange(len(keys))]
+        return [{}, {key: item for key, item in value.items() if key != drop}]
+    if kind is set:
+        if not value:
+            return []
+        ordered = _iterate(value)
+        drop = ordered[rng.randrange(len(ordered))]
+        return [set(), value - {drop}]
+    return []
+
+
+def behaviour_inputs(
+    test_source: str, entry_point: str, *, seed: int = 0, limit: int = 64, from_tests: int = 40
+) -> list[str]:
+    """The inputs to run a task's solutions on: up to `from_tests` found in its tests, then
+    variations of them up to `limit` in all (at most MAX_INPUTS)."""
+    limit = min(limit, MAX_INPUTS)
+    found = inputs_from_tests(test_source, entry_point, limit=min(from_tests, limit))
+    return found + input_variations(found, seed=seed, limit=limit - len(found))
+
+
+# --- The program ---------------------------------------------------------------------------------
+
+# Runs inside the sandbox: standard library only, nothing of the project. The constants before
+# it are written by `behaviour_program`. The solution is executed in a namespace of its own, so
+# it cannot overwrite these helpers; its output is discarded; the result line is written with
+# os.write and the process ends with os._exit, so neither the solution's buffered output nor its
+# atexit handlers nor its threads come after it.
+_PROGRAM_BODY = r"""
+import ast as _ast
+import copy as _copy
+import hashlib as _hashlib
+import json as _json
+import os as _os
+import re as _re
+import signal as _signal
+import sys as _sys
+import time as _time
+
+
+class _Timeout(BaseException):
+    pass
+
+
+class _Discard:
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+_ADDRESS = _re.compile(r" at 0x[0-9a-fA-F]+")
+_CANON_LIMIT = 1 << 20
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout()
+
+
+def _arm(seconds):
+    _signal.signal(_signal.SIGALRM, _on_alarm)
+    _signal.setitimer(_signal.ITIMER_REAL, seconds)
+
+
+def _disarm():
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
+def _parse(text):
+    call = _ast.parse("_(" + text + ")", mode="eval").body
+    args = tuple(_ast.literal_eval(arg) for arg in call.args)
+    kwargs = {kw.arg: _ast.literal_eval(kw.value) for kw in call.keywords}
+    return args, kwargs
+
+
+def _number(value):
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return repr(value)
+    if value == int(value) and abs(value) < 2**63:
+        return str(int(value))
+    return format(value, ".10g")
+
+
+def _canon(value, out, budget, stack, depth):
+    # Appends the canonical text of `value` to `out`, within `budget[0]` characters.
+    if budget[0] <= 0:
+        return
+    kind = type(value)
+    if value is None:
+        piece = "N"
+    elif kind is bool or kind is int:
+        try:
+            piece = "n" + str(int(value))
+        except ValueError:  # more digits than int-to-str allows
+            piece = "n" + hex(int(value))
+    elif kind is float:
+        piece = "n" + _number(value)
+    elif kind is complex:
+        if value.imag == 0:
+            piece = "n" + _number(value.real)
+        else:
+            piece = "c" + _number(value.real) + "," + _number(value.imag)
+    elif kind is str:
+        piece = "s" + repr(value)
+    elif kind is bytes or kind is bytearray:
+        piece = "b" + repr(bytes(value))
+    elif kind in (list, tuple, dict, set, frozenset):
+        if id(value) in stack:
+            piece = "<cycle>"
+        elif depth > 100:
+            piece = "<deep>"
+        else:
+            stack.add(id(value))
+            try:
+                if kind is dict or kind is set or kind is frozenset:
+                    pairs = value.items() if kind is dict else ((item, None) for item in value)
+                    items = []
+                    for key, item in pairs:
+                        parts = []
+                        _canon(key, parts, budget, stack, depth + 1)
+                        if kind is dict:
+                            parts.append(":")
+                            _canon(item, parts, budget, stack, depth + 1)
+                        items.append("".join(parts))
+                        if budget[0] <= 0:
+                            break
+                    items.sort()
+                    opening = "{" if kind is dict else "S{"
+                    piece = opening + ",".join(items) + "}"
+                else:
+                    parts = []
+                    for item in value:
+                        _canon(item, parts, budget, stack, depth + 1)
+                        parts.append(",")
+                        if budget[0] <= 0:
+                            break
+                    if kind is list:
+                        piece = "[" + "".join(parts) + "]"
+                    else:
+                        piece = "(" + "".join(parts) + ")"
+            finally:
+                stack.discard(id(value))
+    else:
+        piece = "o" + type(value).__qualname__ + ":" + _ADDRESS.sub("", repr(value))[:10000]
+    budget[0] -= len(piece) if kind not in (list, tuple, dict, set, frozenset) else 2
+    out.append(piece)
+
+
+def _digest(value):
+    out = []
+    _canon(value, out, [_CANON_LIMIT], set(), 0)
+    text = "".join(out)
+    return _hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _shown(text):
+    text = _ADDRESS.sub("", text).replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= _REPR_CHARS else text[: _REPR_CHARS - 1] + "\u2026"
+
+
+def _main():
+    started = _time.monotonic()
+    parsed = []
+    for text in _INPUTS:
+        try:
+            parsed.append(_parse(text))
+        except BaseException:
+            parsed.append(None)
+    real_stdout = _sys.stdout
+    _sys.stdout = _Discard()
+    digests, reprs, error = [], [], ""
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    function = None
+    try:
+        _arm(_DEFINE_SECONDS)
+        try:
+            exec(compile(_SOURCE, "solution.py", "exec"), namespace)
+        finally:
+            _disarm()
+        function = namespace.get(_ENTRY_POINT)
+        if not callable(function):
+            raise NameError("name %r is not defined" % _ENTRY_POINT)
+    except BaseException as exc:
+        kind = "timeout" if isinstance(exc, _Timeout) else type(exc).__name__
+        error = kind + ": " + str(exc)[:200]
+        digests = ["!" + kind[:24]] * len(_INPUTS)
+        reprs = [None] * len(_INPUTS)
+        function = None
+    calls = 0.0
+    if function is not None:
+        for position, arguments in enumerate(parsed):
+            keep = position < _MAX_REPRS
+            if arguments is None:
+                digests.append("~skipped")
+                reprs.append(None)
+                continue
+            if _time.monotonic() - started > _TOTAL_SECONDS:
+                digests.append("~skipped")
+                reprs.append(None)
+                continue
+            shown = None
+            began = _time.monotonic()
+            try:
+                args, kwargs = _copy.deepcopy(arguments)
+                _arm(_PER_CALL_SECONDS)
+                try:
+                    result = function(*args, **kwargs)
+                    digest = _digest(result)
+                    if keep:
+                        try:
+                            shown = _shown(repr(result))
+                        except _Timeout:
+                            raise
+                        except BaseException as exc:
+                            shown = "<repr raised " + type(exc).__name__ + ">"
+                finally:
+                    _disarm()
+            except _Timeout:
+                digest = "~timeout"
+                shown = "timed out" if keep else None
+            except BaseException as exc:
+                digest = "!" + type(exc).__name__[:24]
+                if keep:
+                    try:
+                        shown = _shown("raised " + type(exc).__name__ + ": " + str(exc))
+                    except BaseException:
+                        shown = "raised " + type(exc).__name__
+            calls += _time.monotonic() - began
+            digests.append(digest)
+            reprs.append(shown)
+    _sys.stdout = real_stdout
+    report = {"v": 1, "key": _KEY, "d": digests, "r": [], "t": round(calls, 4), "e": error}
+    line = _json.dumps(report, separators=(",", ":"))
+    for shown in reprs[:_MAX_REPRS]:
+        report["r"].append("" if shown is None else shown)  # "": not kept (a repr never is "")
+        candidate = _json.dumps(report, separators=(",", ":"))
+        if len(candidate) > _OUTPUT_BUDGET:
+            report["r"].pop()
+            break
+        line = candidate
+    data = ("\n" + _MARKER + line + "\n").encode("ascii")
+    while data:
+        try:
+            data = data[_os.write(1, data):]
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    _os._exit(0)
+
+
+_main()
+"""
+
+
+def behaviour_program(
+    prompt: str,
+    completion: str,
+    entry_point: str,
+    inputs: Sequence[str],
+    *,
+    per_call_seconds: float = 1.0,
+    total_seconds: float = 10.0,
+) -> str:
+    """A self-contained program (standard library only) that defines `prompt + completion`,
+    calls `entry_point` on each input and prints one line: `MARKER` and a JSON object. To be run
+    in the sandbox with a wall-clock limit of at least `wall_seconds(...)`; read its stdout with
+    `parse_behaviour(stdout, inputs)`.
+
+    Each call is guarded: an exception is recorded by its type name, a call over
+    `per_call_seconds` as `~timeout` (SIGALRM, which a solution that blocks signals or swallows
+    BaseException can defeat: then the sandbox's wall limit ends the run and there is no
+    vector); once `total_seconds` have passed the remaining inputs are `~skipped`. Arguments are
+    deep-copied for each call, so a solution that mutates its input does not change the next
+    one. The line stays under `OUTPUT_BUDGET` bytes (ASCII): digests for every input, the
+    results' reprs (cut to `REPR_CHARS`) for the first `MAX_REPRS` inputs as far as they fit
+    (typically all of them: most results are short).
+    """
+    if len(inputs) > MAX_INPUTS:
+        raise ValueError(f"{len(inputs)} inputs: at most {MAX_INPUTS} fit in one program's output")
+    for text in inputs:
+        parse_arguments(text)  # raises ValueError for anything that is not a literal list
+    header = "\n".join(
+        [
+            "# Behaviour program written by inspector.detect.behaviour",
+            f"_SOURCE = {prompt + completion!r}",
+            f"_ENTRY_POINT = {entry_point!r}",
+            f"_INPUTS = {list(inputs)!r}",
+            f"_KEY = {inputs_key(inputs)!r}",
+            f"_MARKER = {MARKER!r}",
+            f"_PER_CALL_SECONDS = {float(per_call_seconds)!r}",
+            f"_DEFINE_SECONDS = {max(2.0, float(per_call_seconds))!r}",
+            f"_TOTAL_SECONDS = {float(total_seconds)!r}",
+            f"_MAX_REPRS = {MAX_REPRS!r}",
+            f"_REPR_CHARS = {REPR_CHARS!r}",
+            f"_OUTPUT_BUDGET = {OUTPUT_BUDGET!r}",
+        ]
+    )
+    return header + "\n" + _PROGRAM_BODY
+
+
+def parse_behaviour(stdout: str, inputs: Sequence[str] | None = None) -> BehaviourVector | None:
+    """The vector in a behaviour program's stdout (its last marked line), or None when there is
+    none or it is malformed (the program was killed, or the solution ended the process early).
+
+    With `inputs`, the vector must have been made for exactly those inputs (else None), and
+    carries them for evidence."""
+    at = stdout.rfind(MARKER)
+    if at < 0:
+        return None
+    line = stdout[at + len(MARKER) :].split("\n", 1)[0]
+    try:
+        report = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(report, dict) or report.get("v") != 1:
+        return None
+    digests, reprs = report.get("d"), report.get("r")
+    key, seconds, error = report.get("key"), report.get("t", 0.0), report.get("e", "")
+    if (
+        not isinstance(digests, list)
+        or not all(isinstance(digest, str) for digest in digests)
+        or not isinstance(reprs, list)
+        or not all(isinstance(shown, str) for shown in reprs)
+        or len(reprs) > len(digests)
+        or not isinstance(key, str)
+        or not isinstance(seconds, int | float)
+        or not isinstance(error, str)
+    ):
+        return None
+    if inputs is not None and (key != inputs_key(inputs) or len(inputs) != len(digests)):
+        return None
+    return BehaviourVector(
+        inputs_key=key,
+        digests=tuple(digests),
+        reprs=tuple(shown or None for shown in reprs) + (None,) * (len(digests) - len(reprs)),
+        inputs=tuple(inputs) if inputs is not None else (),
+        seconds=float(seconds),
+        error=error,
+    )
