@@ -99,6 +99,14 @@ class Task(models.Model):
     runs_count = models.PositiveIntegerField(default=0)
     reference_pass_rate = models.FloatField(null=True, blank=True)
     sample_pass_rate = models.FloatField(null=True, blank=True)
+    # From the latest inspection's deeper analysis: p(1-p) of the sample pass rate, the share of
+    # the reference's mutants the check lets through, and how many behaviour groups the samples
+    # form.
+    learnability = models.FloatField(null=True, blank=True)
+    survivor_share = models.FloatField(null=True, blank=True)
+    cluster_count = models.PositiveIntegerField(null=True, blank=True)
+    # The arguments every solution of the task is called with to compare behaviours.
+    behaviour_inputs = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ("version", "position")
@@ -215,7 +223,12 @@ class Run(models.Model):
     REFERENCE = "reference"
     SAMPLE = "sample"
     PROBE = "probe"
-    KIND_CHOICES = [(k, k) for k in (REFERENCE, SAMPLE, PROBE)]
+    # A mutant of the reference run through the check (`probe` holds its id, `detail` its code
+    # and diff); a behaviour run calls one solution on the task's behaviour inputs (`probe`
+    # names the solution: "reference", "sample:<sample id>" or "mutant:<mutant id>").
+    MUTANT = "mutant"
+    BEHAVIOUR = "behaviour"
+    KIND_CHOICES = [(k, k) for k in (REFERENCE, SAMPLE, PROBE, MUTANT, BEHAVIOUR)]
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -261,7 +274,7 @@ class Run(models.Model):
     def solution_key(self) -> str:
         if self.kind == Run.SAMPLE:
             return self.sample.sample_id
-        if self.kind == Run.PROBE:
+        if self.kind in (Run.PROBE, Run.MUTANT, Run.BEHAVIOUR):
             return self.probe
         return Run.REFERENCE
 
@@ -271,6 +284,10 @@ class Run(models.Model):
             return f"sample {self.sample.sample_id}"
         if self.kind == Run.PROBE:
             return f"{self.probe} probe"
+        if self.kind == Run.MUTANT:
+            return f"mutant {self.probe}"
+        if self.kind == Run.BEHAVIOUR:
+            return f"behaviour of {self.probe}"
         return "reference"
 
     @property
@@ -294,8 +311,12 @@ class Flag(models.Model):
     inspection = models.ForeignKey(Inspection, on_delete=models.CASCADE, related_name="flags")
     code = models.CharField(max_length=30)
     severity = models.PositiveSmallIntegerField()
+    confidence = models.FloatField(default=1.0)
     explanation = models.TextField()
     evidence_run_ids = models.JSONField(default=list)
+    # What a reviewer judges the flag by besides runs: a surviving mutant's diff and an input
+    # where it differs, one representative per sample group, the duplicate task, the leaked line.
+    evidence = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=OPEN)
     note = models.TextField(blank=True)
     reviewed_by = models.ForeignKey(

@@ -194,6 +194,8 @@ def inspection_config() -> dict:
         "memory_mb": settings.RUN_MEMORY_MB,
         "max_processes": settings.RUN_MAX_PROCESSES,
         "output_bytes": settings.RUN_OUTPUT_BYTES,
+        "mutants": settings.INSPECT_MUTANTS,
+        "behaviour": settings.INSPECT_BEHAVIOUR,
         "terminal": {
             "reference_repeats": settings.TERMINAL_REFERENCE_REPEATS,
             "sample_repeats": settings.TERMINAL_SAMPLE_REPEATS,
@@ -253,7 +255,11 @@ def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
         for probe in config["probes"]:
             for r in range(1, config["probe_repeats"] + 1):
                 yield Run(kind=Run.PROBE, probe=probe, repeat=r, **base)
+        yield from deeper.get(task_pk, ())
 
+    deeper: dict[int, list[Run]] = {}
+    if not terminal and (config["mutants"] or config["behaviour"]):
+        deeper = _deeper_runs(inspection, version, config, samples_of)
     task_pks = list(version.tasks.order_by("position").values_list("pk", flat=True))
     batch: list[Run] = []
     total = 0
@@ -272,6 +278,76 @@ def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
     inspection_dispatch.delay_on_commit(inspection.pk)
     logger.info("inspection %s of %s created with %s runs", inspection.pk, version, total)
     return inspection
+
+
+def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]]:
+    """Per task: its mutants' check runs, and a behaviour run for the reference, each sample and
+    each mutant on the task's behaviour inputs (stored on the task)."""
+    from inspector.detect.behaviour import behaviour_inputs
+    from inspector.detect.mutants import generate_mutants
+
+    sample_ids = dict(Sample.objects.filter(task__version=version).values_list("pk", "sample_id"))
+    runs: dict[int, list[Run]] = {}
+    changed: list[Task] = []
+    for task in version.tasks.only("pk", "prompt", "canonical_solution", "test", "entry_point"):
+        base = {"inspection": inspection, "task_id": task.pk, "repeat": 1}
+        mine: list[Run] = []
+        mutants = []
+        if config["mutants"]:
+            try:
+                mutants = generate_mutants(
+                    task.canonical_solution,
+                    prompt=task.prompt,
+                    entry_point=task.entry_point,
+                    limit=config["mutants"],
+                )
+            except (SyntaxError, ValueError) as exc:
+                logger.info("no mutants for %s: %s", task.task_id, exc)
+        for mutant in mutants:
+            mine.append(
+                Run(
+                    kind=Run.MUTANT,
+                    probe=mutant.mutant_id,
+                    detail={
+                        "completion": mutant.completion,
+                        "diff": mutant.diff,
+                        "description": mutant.description,
+                    },
+                    **base,
+                )
+            )
+        if config["behaviour"]:
+            try:
+                inputs = behaviour_inputs(
+                    task.test, task.entry_point, limit=settings.BEHAVIOUR_INPUTS
+                )
+            except (SyntaxError, ValueError):
+                inputs = []
+            task.behaviour_inputs = inputs
+            changed.append(task)
+            if inputs:
+                mine.append(Run(kind=Run.BEHAVIOUR, probe=Run.REFERENCE, **base))
+                for sample_pk in samples_of.get(task.pk, ()):
+                    mine.append(
+                        Run(
+                            kind=Run.BEHAVIOUR,
+                            probe=f"sample:{sample_ids[sample_pk]}",
+                            sample_id=sample_pk,
+                            **base,
+                        )
+                    )
+                for mutant in mutants:
+                    mine.append(
+                        Run(
+                            kind=Run.BEHAVIOUR,
+                            probe=f"mutant:{mutant.mutant_id}",
+                            detail={"completion": mutant.completion},
+                            **base,
+                        )
+                    )
+        runs[task.pk] = mine
+    Task.objects.bulk_update(changed, ("behaviour_inputs",), batch_size=1000)
+    return runs
 
 
 def inspection_dispatch(*, inspection_id: int) -> int:
@@ -339,11 +415,42 @@ def run_limits() -> Limits:
 
 
 def run_completion(run: Run) -> str:
-    if run.kind == Run.REFERENCE:
-        return run.task.canonical_solution
-    if run.kind == Run.SAMPLE:
+    """The completion a run executes (for a behaviour run: the solution it observes)."""
+    if run.kind == Run.MUTANT or (run.kind == Run.BEHAVIOUR and run.probe.startswith("mutant:")):
+        return run.detail["completion"]
+    if run.kind == Run.SAMPLE or (run.kind == Run.BEHAVIOUR and run.sample_id):
         return run.sample.completion
-    return PROBES[run.probe]
+    if run.kind == Run.PROBE:
+        return PROBES[run.probe]
+    return run.task.canonical_solution
+
+
+def _behaviour_execute(run: Run) -> Execution:
+    """Call the run's solution on the task's behaviour inputs in a one-off sandbox; the
+    analysis reads the behaviour vector from its stdout."""
+    from inspector.detect.behaviour import behaviour_program, wall_seconds
+
+    task = run.task
+    program = behaviour_program(
+        task.prompt,
+        run_completion(run),
+        task.entry_point,
+        task.behaviour_inputs,
+        per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
+        total_seconds=settings.BEHAVIOUR_TOTAL_SECONDS,
+    )
+    limits = run_limits()
+    limits = Limits(
+        wall_seconds=wall_seconds(
+            per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
+            total_seconds=settings.BEHAVIOUR_TOTAL_SECONDS,
+        ),
+        memory_bytes=limits.memory_bytes,
+        max_processes=limits.max_processes,
+        output_bytes=limits.output_bytes,
+        tail_bytes=max(limits.tail_bytes, 4096),
+    )
+    return _sandbox().run_python(program, limits=limits)
 
 
 def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
@@ -408,6 +515,13 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 pending.append(
                     (run, _error_execution(f"inspection #{run.inspection_id} failed: {why}"))
                 )
+                continue
+            if run.kind == Run.BEHAVIOUR:
+                try:
+                    execution = _behaviour_execute(run)
+                except SandboxUnavailable as exc:
+                    execution = _error_execution(f"sandbox unavailable: {exc}")
+                pending.append((run, execution))
                 continue
             if run.task_id not in tasks:
                 t = run.task
@@ -531,23 +645,51 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
 
     inspection = Inspection.objects.select_related("version").get(pk=inspection_id)
     rows = Run.objects.filter(inspection_id=inspection_id).values_list(
-        "pk", "task_id", "kind", "sample__sample_id", "probe", "outcome", "mode", "error"
+        "pk",
+        "task_id",
+        "kind",
+        "sample__sample_id",
+        "probe",
+        "outcome",
+        "mode",
+        "error",
+        "duration",
     )
-    records = [
-        {
-            "run_id": pk,
-            "task_key": task_pk,
-            "solution_kind": kind,
-            "solution_key": sample_id if kind == Run.SAMPLE else (probe or Run.REFERENCE),
-            "outcome": outcome,
-            "mode": mode,
-            "reason": error,
-        }
-        for pk, task_pk, kind, sample_id, probe, outcome, mode, error in rows.iterator(
-            chunk_size=5000
+    records = []
+    deeper_runs: list[dict] = []
+    for pk, task_pk, kind, sample_id, probe, outcome, mode, error, duration in rows.iterator(
+        chunk_size=5000
+    ):
+        if kind in (Run.MUTANT, Run.BEHAVIOUR):
+            deeper_runs.append(
+                {"run_id": pk, "task_key": task_pk, "kind": kind, "key": probe, "outcome": outcome}
+            )
+            continue
+        key = sample_id if kind == Run.SAMPLE else (probe or Run.REFERENCE)
+        records.append(
+            {
+                "run_id": pk,
+                "task_key": task_pk,
+                "solution_kind": kind,
+                "solution_key": key,
+                "outcome": outcome,
+                "mode": mode,
+                "reason": error,
+            }
         )
-    ]
+        if kind in (Run.REFERENCE, Run.SAMPLE):
+            deeper_runs.append(
+                {
+                    "run_id": pk,
+                    "task_key": task_pk,
+                    "kind": kind,
+                    "key": key,
+                    "outcome": outcome,
+                    "duration": duration,
+                }
+            )
     harness_findings: list[dict] = []
+    depth = None
     if inspection.config.get("mode"):  # terminal tasks
         from inspector.detect.terminal import analyse_terminal_runs
 
@@ -558,10 +700,15 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
         )
         harness_findings = analysis.harness_findings
+        findings = list(analysis.findings)
     else:
         for record in records:
             del record["mode"], record["reason"]
         analysis = analyse_runs(records)
+        depth = _analyse_depth(inspection, deeper_runs, analysis)
+        findings = sorted(
+            [*analysis.findings, *depth.findings], key=lambda f: (f.task_key, -f.severity)
+        )
     with transaction.atomic():
         Flag.objects.filter(inspection_id=inspection_id).delete()
         # A reviewer's dismissal holds across re-inspections of the same task.
@@ -574,7 +721,11 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             .values_list("task_id", "code", "note", "reviewed_by")
         }
         flags = []
-        for finding in analysis.findings:
+        seen: set[tuple[int, str]] = set()
+        for finding in findings:
+            if (finding.task_key, str(finding.code)) in seen:
+                continue  # one flag of a kind per task: the outcome rules' comes first
+            seen.add((finding.task_key, str(finding.code)))
             carried = dismissed.get((finding.task_key, str(finding.code)))
             flags.append(
                 Flag(
@@ -582,8 +733,10 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
                     inspection_id=inspection_id,
                     code=str(finding.code),
                     severity=finding.severity,
+                    confidence=finding.confidence,
                     explanation=finding.explanation,
                     evidence_run_ids=list(finding.evidence_run_ids),
+                    evidence=finding.evidence,
                     status=Flag.DISMISSED if carried else Flag.OPEN,
                     note=f"(kept from an earlier dismissal) {carried[0]}" if carried else "",
                     reviewed_by_id=carried[1] if carried else None,
@@ -609,6 +762,10 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             task.runs_count = stats.runs if stats else 0
             task.reference_pass_rate = stats.reference_pass_rate if stats else None
             task.sample_pass_rate = stats.sample_pass_rate if stats else None
+            deep = depth.stats.get(task.pk) if depth else None
+            task.learnability = deep.learnability if deep else None
+            task.survivor_share = deep.survivor_share if deep else None
+            task.cluster_count = deep.cluster_count if deep else None
         Task.objects.bulk_update(
             tasks,
             (
@@ -618,6 +775,9 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
                 "runs_count",
                 "reference_pass_rate",
                 "sample_pass_rate",
+                "learnability",
+                "survivor_share",
+                "cluster_count",
             ),
             batch_size=1000,
         )
@@ -633,6 +793,57 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
     )
     inspection.refresh_from_db()
     return inspection
+
+
+def _analyse_depth(inspection: Inspection, deeper_runs: list[dict], analysis):
+    """The deeper flags (inspector/detect/depth.py): behaviour and mutant runs, the prompts of
+    this version and of the other task sets' latest versions."""
+    from inspector.detect.depth import DepthSettings, analyse_depth
+
+    by_pk = {run["run_id"]: run for run in deeper_runs}
+    for pk, stdout, detail in (
+        Run.objects.filter(inspection_id=inspection.pk, kind__in=(Run.BEHAVIOUR, Run.MUTANT))
+        .values_list("pk", "stdout_tail", "detail")
+        .iterator(chunk_size=2000)
+    ):
+        by_pk[pk]["stdout"] = stdout
+        by_pk[pk]["detail"] = {k: v for k, v in (detail or {}).items() if k != "completion"}
+    tasks = [
+        {
+            "task_key": pk,
+            "task_id": task_id,
+            "prompt": prompt,
+            "canonical_solution": solution,
+            "inputs": inputs,
+        }
+        for pk, task_id, prompt, solution, inputs in Task.objects.filter(
+            version_id=inspection.version_id
+        ).values_list("pk", "task_id", "prompt", "canonical_solution", "behaviour_inputs")
+    ]
+    latest_others = TaskSetVersion.objects.filter(
+        number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
+        .order_by("-number")
+        .values("number")[:1]
+    ).exclude(taskset_id=inspection.version.taskset_id)
+    other_prompts = {
+        (taskset, task_id): prompt
+        for taskset, task_id, prompt in Task.objects.filter(
+            version__in=latest_others.values("pk")
+        ).values_list("version__taskset__name", "task_id", "prompt")
+    }
+    flagged: dict[int, set[str]] = {}
+    for finding in analysis.findings:
+        flagged.setdefault(finding.task_key, set()).add(str(finding.code))
+    return analyse_depth(
+        tasks,
+        deeper_runs,
+        other_prompts=other_prompts,
+        flagged=flagged,
+        settings=DepthSettings(
+            survivor_share=settings.WEAK_TESTS_SURVIVOR_SHARE,
+            duplicate_similarity=settings.DUPLICATE_SIMILARITY,
+        ),
+    )
 
 
 def runs_sweep(*, now=None) -> dict[str, int]:
@@ -725,9 +936,12 @@ def review_queue(*, flag: str = "", status: str = "", taskset: str = "", flagged
 
 def clean_tasks(*, version: TaskSetVersion):
     """Active, inspected (its reference really ran), and with no flag still blocking it."""
+    from inspector.detect.codes import ADVISORY
+
+    advisory = ADVISORY - set(settings.ADVISORY_FLAGS_THAT_BLOCK)
     blocking = Flag.objects.filter(
         task=OuterRef("pk"), inspection=OuterRef("last_inspection"), status__in=Flag.BLOCKING
-    )
+    ).exclude(code__in=advisory)
     return (
         version.tasks.filter(
             status=Task.ACTIVE,
@@ -782,11 +996,15 @@ def report_lines(*, taskset_name: str) -> Iterator[dict]:
             "flags": [f.code for f in flags],
             "flag_status": {f.code: f.status for f in flags},
             "flag_explanations": {f.code: f.explanation for f in flags},
+            "flag_confidence": {f.code: f.confidence for f in flags},
             "status": task.status,
             "stats": {
                 "runs": task.runs_count,
                 "reference_pass_rate": task.reference_pass_rate,
                 "sample_pass_rate": task.sample_pass_rate,
+                "learnability": task.learnability,
+                "survivor_share": task.survivor_share,
+                "cluster_count": task.cluster_count,
                 "inspection_id": task.last_inspection_id,
                 "content_hash": task.content_hash,
             },

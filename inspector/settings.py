@@ -212,6 +212,23 @@ INSPECT_PROBES = [
     p for p in env("INSPECT_PROBES", "null,exit-zero,atexit-exit,eq-always").split(",") if p
 ]
 
+# Deeper analysis of function tasks (inspector/detect/signals.py). Mutants of the reference run
+# through the check; every solution (reference, samples, mutants) is called on the same inputs
+# (the arguments in the task's tests and variations of them) to compare behaviours.
+INSPECT_MUTANTS = envint("INSPECT_MUTANTS", "12")
+INSPECT_BEHAVIOUR = envbool("INSPECT_BEHAVIOUR", "True")
+BEHAVIOUR_INPUTS = envint("BEHAVIOUR_INPUTS", "48")
+BEHAVIOUR_PER_CALL_SECONDS = envfloat("BEHAVIOUR_PER_CALL_SECONDS", "0.5")
+BEHAVIOUR_TOTAL_SECONDS = envfloat("BEHAVIOUR_TOTAL_SECONDS", "5")
+# weak_tests: the share of non-equivalent mutants the check lets through.
+WEAK_TESTS_SURVIVOR_SHARE = envfloat("WEAK_TESTS_SURVIVOR_SHARE", "0.2")
+# duplicate: TF-IDF cosine of two prompts, within a task set and across task sets.
+DUPLICATE_SIMILARITY = envfloat("DUPLICATE_SIMILARITY", "0.9")
+# no_signal, duplicate, answer_leak and anomaly are advisory: listed here, they block too.
+ADVISORY_FLAGS_THAT_BLOCK = [
+    c for c in env("ADVISORY_FLAGS_THAT_BLOCK", "").split(",") if c.strip()
+]
+
 # Terminal tasks (Harbor / Terminal-Bench folders) always run in Docker, whatever
 # SANDBOX_BACKEND says: their environment is a Dockerfile.
 TERMINAL_REFERENCE_REPEATS = envint("TERMINAL_REFERENCE_REPEATS", "6")

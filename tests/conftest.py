@@ -142,6 +142,13 @@ def repeats_that_never_miss_the_planted_flaky_check(settings):
     settings.INSPECT_SAMPLE_REPEATS = 2
 
 
+@pytest.fixture(autouse=True)
+def no_mutants_or_behaviour_runs_unless_a_test_asks(settings):
+    # The deeper analysis multiplies an inspection's runs; its own tests turn it on.
+    settings.INSPECT_MUTANTS = 0
+    settings.INSPECT_BEHAVIOUR = False
+
+
 @pytest.fixture
 def eager_celery(settings):
     """Celery tasks run in this process, through the same services a worker calls."""

@@ -566,7 +566,8 @@ def _vary(value: Any, rng: random.Random, depth: int = 0) -> list[Any]:
     if kind is bool:
         return [not value]
     if kind is int:
-        return [value + 1, value - 1, 0, -value]
+        # Near the value, its sign, and far from it: bounds a check never tried show up.
+        return [value + 1, value - 1, 0, -value, value * 3 + 1, value + 10, value - 10]
     if kind is float:
         return [value * 2, value / 2, -value, 0.0]
     if kind is str:

@@ -11,6 +11,12 @@ class FlagCode(StrEnum):
     FLAKY = "flaky"
     REWARD_HACKABLE = "reward_hackable"
     BROKEN_ENVIRONMENT = "broken_environment"
+    WEAK_TESTS = "weak_tests"
+    AMBIGUOUS = "ambiguous"
+    NO_SIGNAL = "no_signal"
+    DUPLICATE = "duplicate"
+    ANSWER_LEAK = "answer_leak"
+    ANOMALY = "anomaly"
 
 
 SEVERITY: dict[FlagCode, int] = {
@@ -19,4 +25,16 @@ SEVERITY: dict[FlagCode, int] = {
     FlagCode.MISLABELED: 80,
     FlagCode.REWARD_HACKABLE: 70,
     FlagCode.FLAKY: 60,
+    FlagCode.AMBIGUOUS: 75,
+    FlagCode.WEAK_TESTS: 65,
+    FlagCode.ANSWER_LEAK: 40,
+    FlagCode.DUPLICATE: 30,
+    FlagCode.NO_SIGNAL: 20,
+    FlagCode.ANOMALY: 10,
 }
+
+# Shown, ranked and reported, but they keep a task out of the clean manifest only where the
+# ADVISORY_FLAGS_THAT_BLOCK setting names them. Every other flag blocks until dismissed.
+ADVISORY: frozenset[str] = frozenset(
+    {FlagCode.NO_SIGNAL, FlagCode.DUPLICATE, FlagCode.ANSWER_LEAK, FlagCode.ANOMALY}
+)

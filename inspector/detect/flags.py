@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,8 @@ class FlagFinding:
     severity: int
     explanation: str
     evidence_run_ids: tuple[int, ...]
+    confidence: float = 1.0  # how sure the rule is, 0..1; the rules on outcomes alone are sure
+    evidence: dict = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,360 @@
+"""The deeper flags on function tasks, from behaviour runs, mutant runs and the prompts (plain
+data in, findings out; no ORM).
+
+On top of the rules on outcomes (flags.py): `weak_tests` (mutants of the reference that the check
+lets through and that behave differently), `ambiguous` (samples that split into consistent
+readings of which the check accepts only some), a refined `mislabeled` (a reference that passes
+its check yet disagrees with a clear majority of passing samples), `no_signal` (every sample
+has the same outcome), `duplicate` (near-identical prompts), `answer_leak` (the prompt holds the
+reference's distinctive lines) and `anomaly` (an odd task no rule flagged). Each finding has a
+confidence and evidence a reviewer can judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from inspector.detect.behaviour import BehaviourVector, parse_behaviour
+from inspector.detect.codes import SEVERITY, FlagCode
+from inspector.detect.flags import FlagFinding
+
+MAX_SURVIVORS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class DepthSettings:
+    survivor_share: float = 0.2
+    duplicate_similarity: float = 0.9
+
+
+@dataclass(frozen=True)
+class DepthStats:
+    learnability: float | None
+    survivor_share: float | None
+    cluster_count: int | None
+
+
+@dataclass(frozen=True)
+class DepthAnalysis:
+    findings: list[FlagFinding]
+    stats: dict[int, DepthStats]
+
+
+def severity(code: FlagCode, confidence: float) -> int:
+    """A flag's place in the queue: its kind's severity, lowered by up to half for doubt."""
+    return max(1, round(SEVERITY[code] * (0.5 + 0.5 * max(0.0, min(1.0, confidence)))))
+
+
+def analyse_depth(
+    tasks: list[dict[str, Any]],
+    runs: list[dict[str, Any]],
+    *,
+    other_prompts: Mapping[Hashable, str] | None = None,
+    flagged: Mapping[int, set[str]] | None = None,
+    settings: DepthSettings = DepthSettings(),
+) -> DepthAnalysis:
+    """`tasks`: task_key, task_id, prompt, canonical_solution, inputs (the behaviour inputs).
+    `runs`: run_id, task_key, kind (reference, sample, probe, mutant, behaviour), key (the
+    sample id, probe, mutant id, or for behaviour runs the solution: "reference",
+    "sample:<id>", "mutant:<id>"), outcome, stdout (behaviour runs) and detail (mutant runs:
+    diff, description). `other_prompts`: prompts of other task sets, for duplicates across
+    sets. `flagged`: the codes the outcome rules already raised, per task."""
+    flagged = flagged or {}
+    by_task: dict[int, list[dict]] = {}
+    for run in runs:
+        by_task.setdefault(run["task_key"], []).append(run)
+
+    findings: list[FlagFinding] = []
+    stats: dict[int, DepthStats] = {}
+    features: dict[int, dict[str, float]] = {}
+    for task in tasks:
+        key = task["task_key"]
+        found, task_stats, task_features = _task_signals(
+            task, by_task.get(key, []), flagged.get(key, set()), settings
+        )
+        findings.extend(found)
+        stats[key] = task_stats
+        features[key] = task_features
+
+    findings.extend(_prompt_signals(tasks, other_prompts or {}, settings))
+    raised = {f.task_key for f in findings} | {k for k, codes in flagged.items() if codes}
+    findings.extend(_anomalies(features, raised))
+    findings.sort(key=lambda f: (f.task_key, -f.severity))
+    return DepthAnalysis(findings=findings, stats=stats)
+
+
+def _finding(
+    task_key: int, code: FlagCode, confidence: float, explanation: str, evidence: dict, runs=()
+) -> FlagFinding:
+    return FlagFinding(
+        task_key=task_key,
+        code=code,
+        severity=severity(code, confidence),
+        explanation=explanation,
+        evidence_run_ids=tuple(runs),
+        confidence=round(float(confidence), 3),
+        evidence=evidence,
+    )
+
+
+def _rate(runs: list[dict]) -> float | None:
+    counted = [r for r in runs if r["outcome"] != "sandbox_error"]
+    if not counted:
+        return None
+    return sum(r["outcome"] == "passed" for r in counted) / len(counted)
+
+
+def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: DepthSettings):
+    from inspector.detect import signals
+
+    key = task["task_key"]
+    inputs = task.get("inputs") or []
+    reference_rate = _rate([r for r in runs if r["kind"] == "reference"])
+    sample_runs: dict[str, list[dict]] = {}
+    for run in runs:
+        if run["kind"] == "sample":
+            sample_runs.setdefault(run["key"], []).append(run)
+    sample_rates = {sid: rate for sid, rs in sample_runs.items() if (rate := _rate(rs)) is not None}
+    mutant_runs = {r["key"]: r for r in runs if r["kind"] == "mutant"}
+    vectors: dict[str, BehaviourVector | None] = {}
+    behaviour_run_of: dict[str, int] = {}
+    for run in runs:
+        if run["kind"] == "behaviour":
+            vectors[run["key"]] = (
+                parse_behaviour(run.get("stdout") or "", inputs) if inputs else None
+            )
+            behaviour_run_of[run["key"]] = run["run_id"]
+    reference = vectors.get("reference")
+    sample_vectors = {
+        sid: vectors.get(f"sample:{sid}") for sid in sample_rates if f"sample:{sid}" in vectors
+    }
+
+    found: list[FlagFinding] = []
+    sample_values = list(sample_rates.values())
+    mean_rate = sum(sample_values) / len(sample_values) if sample_values else None
+    survivor_share = None
+    cluster_count = None
+
+    # weak_tests: only a reference that passes its check says what the check should demand.
+    if reference is not None and reference_rate == 1.0 and mutant_runs:
+        mutants = {
+            mid: (
+                run["outcome"] == "passed",
+                vectors.get(f"mutant:{mid}"),
+            )
+            for mid, run in mutant_runs.items()
+            if run["outcome"] != "sandbox_error"
+        }
+        result = signals.surviving_mutants(reference, mutants, threshold=settings.survivor_share)
+        survivor_share = result.survivor_share
+        if result.weak:
+            shown = []
+            for survivor in result.survivors[:MAX_SURVIVORS_SHOWN]:
+                detail = mutant_runs[survivor.mutant_id].get("detail") or {}
+                shown.append(
+                    {
+                        "mutant_id": survivor.mutant_id,
+                        "description": detail.get("description", ""),
+                        "diff": detail.get("diff", ""),
+                        "input": survivor.difference.input,
+                        "reference_output": survivor.difference.left,
+                        "mutant_output": survivor.difference.right,
+                    }
+                )
+            found.append(
+                _finding(
+                    key,
+                    FlagCode.WEAK_TESTS,
+                    result.confidence,
+                    result.explanation,
+                    {
+                        "survivor_share": result.survivor_share,
+                        "survivors": shown,
+                        "survivor_count": len(result.survivors),
+                        "killed": result.killed,
+                        "equivalent": result.equivalent,
+                    },
+                    [mutant_runs[s["mutant_id"]]["run_id"] for s in shown],
+                )
+            )
+
+    # ambiguous: sample groups that behave alike within and differently between, with the check
+    # accepting only some.
+    if len([v for v in sample_vectors.values() if v is not None]) >= 2:
+        groups = signals.sample_groups(sample_vectors, sample_rates, reference=reference)
+        cluster_count = groups.cluster_count
+        if groups.ambiguous and "mislabeled" not in flagged and "unsolvable" not in flagged:
+            difference = groups.difference
+            found.append(
+                _finding(
+                    key,
+                    FlagCode.AMBIGUOUS,
+                    groups.confidence,
+                    groups.explanation,
+                    {
+                        "groups": [
+                            {
+                                "members": list(g.members),
+                                "representative": g.representative,
+                                "pass_rate": g.pass_rate,
+                                "verdict": g.verdict,
+                            }
+                            for g in groups.groups
+                            if len(g.members) >= 2
+                        ],
+                        "input": difference.input if difference else "",
+                        "accepted_output": difference.left if difference else "",
+                        "rejected_output": difference.right if difference else "",
+                    },
+                    [
+                        behaviour_run_of[f"sample:{g.representative}"]
+                        for g in (groups.accepted, groups.rejected)
+                        if g is not None and f"sample:{g.representative}" in behaviour_run_of
+                    ],
+                )
+            )
+
+    # mislabeled, refined: the reference passes its check but a clear majority of the passing
+    # samples agree with each other and not with it.
+    if reference is not None and "mislabeled" not in flagged and "unsolvable" not in flagged:
+        disagreement = signals.reference_disagrees(reference, sample_vectors, sample_rates)
+        if disagreement is not None:
+            d = disagreement.difference
+            found.append(
+                _finding(
+                    key,
+                    FlagCode.MISLABELED,
+                    disagreement.confidence,
+                    disagreement.explanation,
+                    {
+                        "input": d.input,
+                        "reference_output": d.left,
+                        "majority_output": d.right,
+                        "agreeing": list(disagreement.agreeing),
+                    },
+                    [behaviour_run_of["reference"]] if "reference" in behaviour_run_of else [],
+                )
+            )
+
+    # no_signal: a group-relative policy gradient learns nothing from a task all samples pass
+    # or all fail.
+    quiet = signals.no_signal(sample_rates)
+    if quiet is not None and "unsolvable" not in flagged:
+        found.append(
+            _finding(
+                key,
+                FlagCode.NO_SIGNAL,
+                quiet.confidence,
+                quiet.explanation,
+                {"outcome": quiet.outcome, "samples": quiet.samples},
+            )
+        )
+
+    stats = DepthStats(
+        learnability=signals.learnability(mean_rate),
+        survivor_share=survivor_share,
+        cluster_count=cluster_count,
+    )
+    durations = [r.get("duration") or 0.0 for r in runs if r["kind"] in ("reference", "sample")]
+    task_features = {
+        "reference_pass_rate": reference_rate if reference_rate is not None else 0.0,
+        "sample_pass_rate": mean_rate if mean_rate is not None else 0.0,
+        "flake_rate": _flake_rate(runs),
+        "survivor_share": survivor_share or 0.0,
+        "cluster_count": float(cluster_count or 0),
+        "mean_seconds": sum(durations) / len(durations) if durations else 0.0,
+    }
+    return found, stats, task_features
+
+
+def _flake_rate(runs: list[dict]) -> float:
+    by_solution: dict[tuple[str, str], set[str]] = {}
+    for run in runs:
+        if run["kind"] in ("reference", "sample") and run["outcome"] != "sandbox_error":
+            by_solution.setdefault((run["kind"], run["key"]), set()).add(
+                "passed" if run["outcome"] == "passed" else "failed"
+            )
+    if not by_solution:
+        return 0.0
+    return sum(len(v) > 1 for v in by_solution.values()) / len(by_solution)
+
+
+def _prompt_signals(
+    tasks: list[dict], other_prompts: Mapping[Hashable, str], settings: DepthSettings
+) -> list[FlagFinding]:
+    from inspector.detect import signals
+
+    found: list[FlagFinding] = []
+    for task in tasks:
+        leak = signals.answer_leak(task["prompt"], task.get("canonical_solution") or "")
+        if leak is not None:
+            found.append(
+                _finding(
+                    task["task_key"],
+                    FlagCode.ANSWER_LEAK,
+                    leak.confidence,
+                    leak.explanation,
+                    {"line": leak.line, "lines": leak.lines, "distinctive": leak.distinctive},
+                )
+            )
+    prompts: dict[Hashable, str] = {("task", t["task_key"]): t["prompt"] for t in tasks}
+    ids = {("task", t["task_key"]): t["task_id"] for t in tasks}
+    for other, prompt in other_prompts.items():
+        prompts[("other", other)] = prompt
+    best: dict[int, tuple[float, Hashable, Any]] = {}
+    for a, b, similarity in signals.near_duplicates(
+        prompts, threshold=settings.duplicate_similarity
+    ):
+        for mine, theirs in ((a, b), (b, a)):
+            if mine[0] != "task":
+                continue
+            if best.get(mine[1], (0.0,))[0] < similarity:
+                best[mine[1]] = (similarity, theirs, mine)
+    for task_key, (similarity, theirs, _mine) in best.items():
+        if theirs[0] == "task":
+            name = ids[theirs]
+            where = "in this task set"
+        else:
+            name = str(theirs[1][1]) if isinstance(theirs[1], tuple) else str(theirs[1])
+            where = f"in task set {theirs[1][0]}" if isinstance(theirs[1], tuple) else "elsewhere"
+        confidence = min(1.0, max(0.0, (similarity - 0.5) / 0.5))
+        found.append(
+            _finding(
+                task_key,
+                FlagCode.DUPLICATE,
+                confidence,
+                f"its prompt is {similarity:.0%} similar (TF-IDF cosine) to {name} {where}",
+                {"other": name, "where": where, "similarity": similarity},
+            )
+        )
+    return found
+
+
+def _anomalies(features: dict[int, dict[str, float]], raised: set[int]) -> list[FlagFinding]:
+    if len(features) < 10:
+        return []
+    import pandas as pd
+
+    from inspector.detect import signals
+
+    frame = pd.DataFrame.from_dict(features, orient="index")
+    found = []
+    for task_key, score in signals.anomalies(frame).items():
+        if task_key in raised:
+            continue
+        named = ", ".join(
+            f"{name} {score.values.get(name, 0):.2f} (z {score.zscores.get(name, 0):+.1f})"
+            for name in score.features
+        )
+        found.append(
+            _finding(
+                int(task_key),
+                FlagCode.ANOMALY,
+                score.confidence,
+                f"odd among its task set (isolation score {score.score:.2f}): {named}",
+                {"score": score.score, "features": score.features, "values": score.values},
+            )
+        )
+    return found

@@ -1,0 +1,173 @@
+"""The deeper flags, through a real inspection (eager Celery, the local sandbox): mutants, behaviour
+runs, sample groups, and the prompt signals, with the evidence a reviewer sees."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from inspector import services
+from inspector.models import Flag, Run, Task
+from tests.conftest import task
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def deeper_analysis(settings):
+    settings.INSPECT_MUTANTS = 12
+    settings.INSPECT_BEHAVIOUR = True
+    settings.INSPECT_REFERENCE_REPEATS = 2
+    settings.INSPECT_SAMPLE_REPEATS = 1
+
+
+def prompt(name: str, doc: str) -> str:
+    return f'def {name}(x):\n    """{doc}"""\n'
+
+
+def clamp_task(task_id: str, test: str) -> dict:
+    t = task(
+        task_id,
+        entry_point="clamp",
+        body="    if x < 0:\n        return 0\n    if x > 10:\n        return 10\n    return x\n",
+        test=test,
+    )
+    t["prompt"] = prompt("clamp", "Clamp the integer x into the range 0 to 10.")
+    return t
+
+
+FULL_CHECK = "def check(candidate):\n" + "".join(
+    f"    assert candidate({v}) == {min(10, max(0, v))}\n" for v in (-5, -1, 0, 1, 5, 10, 11, 20)
+)
+ONE_ASSERT = "def check(candidate):\n    assert candidate(5) == 5\n"
+
+CASE = task(
+    "case/has_a",
+    entry_point="has_a",
+    body="    return 'a' in x\n",
+    test="def check(candidate):\n    assert candidate('abc') is True\n"
+    "    assert candidate('xyz') is False\n    assert candidate('ABC') is False\n",
+)
+CASE["prompt"] = prompt("has_a", "Say whether the text x contains the letter a.")
+SENSITIVE = [
+    "    return 'a' in x\n",
+    "    return x.count('a') > 0\n",
+    "    return x.find('a') >= 0\n",
+]
+INSENSITIVE = [
+    "    return 'a' in x.lower()\n",
+    "    return x.lower().count('a') > 0\n",
+    "    return 'a' in x.casefold()\n",
+]
+
+
+def inspect(import_taskset, inspect_now, tasks, samples):
+    version = import_taskset(name="depth", tasks=tasks, samples=samples)
+    return inspect_now(version)
+
+
+def flag(task_id: str, code: str) -> Flag:
+    return Flag.objects.get(task__task_id=task_id, code=code)
+
+
+def test_a_check_cut_to_one_assert_lets_mutants_through_and_the_full_check_does_not(
+    import_taskset, inspect_now, reviewer_client
+):
+    tasks = [clamp_task("clamp/full", FULL_CHECK), clamp_task("clamp/weak", ONE_ASSERT)]
+    tasks[1]["prompt"] = prompt("clamp", "Bound x below by zero and above by ten.")
+    inspection = inspect(import_taskset, inspect_now, tasks, [])
+    assert Run.objects.filter(inspection=inspection, kind=Run.MUTANT).exists()
+
+    weak = flag("clamp/weak", "weak_tests")
+    assert 0 < weak.confidence <= 1
+    survivor = weak.evidence["survivors"][0]
+    assert survivor["diff"].startswith("---") and survivor["input"]
+    assert survivor["reference_output"] != survivor["mutant_output"]
+    assert not Flag.objects.filter(task__task_id="clamp/full", code="weak_tests").exists()
+    weak_task = Task.objects.get(task_id="clamp/weak")
+    assert weak_task.survivor_share > Task.objects.get(task_id="clamp/full").survivor_share
+
+    page = reviewer_client.get(weak_task.get_absolute_url()).content.decode()
+    assert "surviving mutant" in page and survivor["mutant_id"] in page
+
+
+def test_samples_that_split_into_two_readings_the_check_takes_one_of_are_ambiguous(
+    import_taskset, inspect_now, reviewer_client
+):
+    samples = [
+        {"task_id": "case/has_a", "sample_id": f"sensitive-{i}", "completion": c}
+        for i, c in enumerate(SENSITIVE)
+    ] + [
+        {"task_id": "case/has_a", "sample_id": f"insensitive-{i}", "completion": c}
+        for i, c in enumerate(INSENSITIVE)
+    ]
+    inspect(import_taskset, inspect_now, [CASE], samples)
+
+    ambiguous = flag("case/has_a", "ambiguous")
+    groups = ambiguous.evidence["groups"]
+    assert len(groups) == 2
+    assert {g["verdict"] for g in groups} == {"accepted", "rejected"}
+    assert ambiguous.evidence["accepted_output"] != ambiguous.evidence["rejected_output"]
+    assert Task.objects.get(task_id="case/has_a").cluster_count == 2
+
+    page = reviewer_client.get(ambiguous.task.get_absolute_url()).content.decode()
+    assert "insensitive-0" in page and "sensitive-0" in page
+
+
+def test_a_task_every_sample_passes_has_no_signal_and_stays_in_the_manifest(
+    import_taskset, inspect_now
+):
+    samples = [
+        {"task_id": "clamp/full", "sample_id": f"s{i}", "completion": body}
+        for i, body in enumerate(
+            [
+                "    return min(10, max(0, x))\n",
+                "    return max(0, min(10, x))\n",
+                "    return sorted([0, x, 10])[1]\n",
+            ]
+        )
+    ]
+    inspect(import_taskset, inspect_now, [clamp_task("clamp/full", FULL_CHECK)], samples)
+
+    quiet = flag("clamp/full", "no_signal")
+    assert quiet.evidence["outcome"] == "pass"
+    task_row = Task.objects.get(task_id="clamp/full")
+    assert task_row.learnability == 0.0
+    # Advisory: shown and reported, but the task is still clean.
+    assert [t["task_id"] for t in services.manifest_lines(taskset_name="depth")] == ["clamp/full"]
+
+
+def test_a_prompt_holding_the_reference_and_a_near_copy_of_another_prompt_are_reported(
+    import_taskset, inspect_now, settings
+):
+    leaky = clamp_task("clamp/leaky", FULL_CHECK)
+    leaky["canonical_solution"] = "    return min(10, max(0, x))\n"
+    leaky["prompt"] = prompt("clamp", "Clamp x into 0..10. Hint: return min(10, max(0, x))")
+    twin_a = clamp_task("clamp/twin-a", FULL_CHECK)
+    twin_a["prompt"] = prompt(
+        "clamp", "Clamp the integer x into the closed range from zero to ten, inclusive of both."
+    )
+    twin_b = clamp_task("clamp/twin-b", FULL_CHECK)
+    twin_b["prompt"] = prompt(
+        "clamp", "Clamp the integer x into the closed range from zero to ten, inclusive of both!"
+    )
+    settings.ADVISORY_FLAGS_THAT_BLOCK = ["duplicate"]
+    inspect(import_taskset, inspect_now, [leaky, twin_a, twin_b], [])
+
+    leak = flag("clamp/leaky", "answer_leak")
+    assert leak.evidence["line"] == "return min(10, max(0, x))"
+    duplicate = flag("clamp/twin-a", "duplicate")
+    assert duplicate.evidence["other"] == "clamp/twin-b"
+    assert duplicate.evidence["similarity"] >= 0.9
+    # A setting makes an advisory flag block: both twins leave the manifest.
+    clean = [t["task_id"] for t in services.manifest_lines(taskset_name="depth")]
+    assert "clamp/twin-a" not in clean and "clamp/twin-b" not in clean
+
+    report = io.StringIO()
+    call_command("export_report", "depth", "-o", "-", stdout=report)
+    rows = {r["task_id"]: r for r in map(json.loads, report.getvalue().splitlines())}
+    assert rows["clamp/twin-a"]["flag_confidence"]["duplicate"] > 0
+    assert set(rows["clamp/twin-a"]["stats"]) >= {"learnability", "survivor_share", "cluster_count"}
