@@ -171,3 +171,19 @@ def test_a_prompt_holding_the_reference_and_a_near_copy_of_another_prompt_are_re
     rows = {r["task_id"]: r for r in map(json.loads, report.getvalue().splitlines())}
     assert rows["clamp/twin-a"]["flag_confidence"]["duplicate"] > 0
     assert set(rows["clamp/twin-a"]["stats"]) >= {"learnability", "survivor_share", "cluster_count"}
+
+
+@pytest.mark.production
+@pytest.mark.django_db(transaction=True)
+def test_weak_tests_are_found_on_postgresql_redis_and_the_docker_sandbox(
+    start_worker, import_taskset
+):
+    from django.conf import settings
+
+    assert settings.SANDBOX_BACKEND == "docker"
+    import_taskset(name="depth-prod", tasks=[clamp_task("clamp/weak", ONE_ASSERT)], samples=[])
+    start_worker()
+    call_command("inspect", "depth-prod", "--wait", stdout=io.StringIO())
+    weak = flag("clamp/weak", "weak_tests")
+    assert weak.evidence["survivors"]
+    assert Run.objects.filter(kind=Run.BEHAVIOUR, outcome="passed").exists()
