@@ -319,7 +319,10 @@ def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]
         if config["behaviour"]:
             try:
                 inputs = behaviour_inputs(
-                    task.test, task.entry_point, limit=settings.BEHAVIOUR_INPUTS
+                    task.test,
+                    task.entry_point,
+                    limit=settings.BEHAVIOUR_INPUTS,
+                    prompt=task.prompt,
                 )
             except (SyntaxError, ValueError):
                 inputs = []

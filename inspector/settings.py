@@ -221,7 +221,7 @@ BEHAVIOUR_INPUTS = envint("BEHAVIOUR_INPUTS", "48")
 BEHAVIOUR_PER_CALL_SECONDS = envfloat("BEHAVIOUR_PER_CALL_SECONDS", "0.5")
 BEHAVIOUR_TOTAL_SECONDS = envfloat("BEHAVIOUR_TOTAL_SECONDS", "5")
 # weak_tests: the share of non-equivalent mutants the check lets through.
-WEAK_TESTS_SURVIVOR_SHARE = envfloat("WEAK_TESTS_SURVIVOR_SHARE", "0.2")
+WEAK_TESTS_SURVIVOR_SHARE = envfloat("WEAK_TESTS_SURVIVOR_SHARE", "0.4")
 # duplicate: TF-IDF cosine of two prompts, within a task set and across task sets.
 DUPLICATE_SIMILARITY = envfloat("DUPLICATE_SIMILARITY", "0.9")
 # no_signal, duplicate, answer_leak and anomaly are advisory: listed here, they block too.

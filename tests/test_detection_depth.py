@@ -42,7 +42,7 @@ def clamp_task(task_id: str, test: str) -> dict:
 FULL_CHECK = "def check(candidate):\n" + "".join(
     f"    assert candidate({v}) == {min(10, max(0, v))}\n" for v in (-5, -1, 0, 1, 5, 10, 11, 20)
 )
-ONE_ASSERT = "def check(candidate):\n    assert candidate(5) == 5\n"
+ONE_ASSERT = "def check(candidate):\n    assert candidate(-5) == 0\n"
 
 CASE = task(
     "case/has_a",

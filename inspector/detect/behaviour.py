@@ -601,13 +601,57 @@ def _vary(value: Any, rng: random.Random, depth: int = 0) -> list[Any]:
     return []
 
 
+def inputs_from_prompt(prompt: str, entry_point: str, *, limit: int = 40) -> list[str]:
+    """The arguments of the prompt's doctest examples (`>>> entry_point(...)` lines): inputs the
+    task's author thought of, whatever the check tries."""
+    lines = []
+    call = f"{entry_point}("
+    for raw in prompt.splitlines():
+        text = raw.strip()
+        if text.startswith(("def ", "async def ")) or call not in text:
+            continue
+        # Doctests (`>>> f(1)`) and prose examples (`f(1) ➞ 2`, `f(1) == 2`): the call itself.
+        at = text.find(call)
+        if at > 0 and (text[at - 1].isalnum() or text[at - 1] in "_."):
+            continue
+        depth, end = 0, None
+        for i in range(at + len(entry_point), len(text)):
+            if text[i] in "([{":
+                depth += 1
+            elif text[i] in ")]}":
+                depth -= 1
+                if depth == 0:
+                    end = i + 1
+                    break
+        if end is not None:
+            lines.append("    " + text[at:end])
+    if not lines:
+        return []
+    try:
+        return inputs_from_tests(
+            "def check(candidate):\n" + "\n".join(lines) + "\n", entry_point, limit=limit
+        )
+    except (SyntaxError, ValueError):
+        return []
+
+
 def behaviour_inputs(
-    test_source: str, entry_point: str, *, seed: int = 0, limit: int = 64, from_tests: int = 40
+    test_source: str,
+    entry_point: str,
+    *,
+    seed: int = 0,
+    limit: int = 64,
+    from_tests: int = 40,
+    prompt: str = "",
 ) -> list[str]:
     """The inputs to run a task's solutions on: up to `from_tests` found in its tests, then
     variations of them up to `limit` in all (at most MAX_INPUTS)."""
     limit = min(limit, MAX_INPUTS)
     found = inputs_from_tests(test_source, entry_point, limit=min(from_tests, limit))
+    if prompt:
+        for extra in inputs_from_prompt(prompt, entry_point, limit=min(from_tests, limit)):
+            if extra not in found and len(found) < min(from_tests, limit):
+                found.append(extra)
     return found + input_variations(found, seed=seed, limit=limit - len(found))
 
 
