@@ -176,7 +176,7 @@ def test_counts_and_truth_rules(built):
         if kind == "clean":
             assert flags == set()
         elif kind == "broken_expectation":
-            assert flags == {"unsolvable"}
+            assert flags == {"unsolvable", "no_signal"}
         elif kind.startswith("weak_tests/"):
             assert "weak_tests" in flags <= {"weak_tests", "reward_hackable", "no_signal"}
         else:
@@ -226,7 +226,7 @@ def test_run_based_truth_matches_independent_runs(built, humaneval):
             flags.add("mislabeled" if any(passed) else "unsolvable")
         if null:
             flags.add("reward_hackable")
-        if len(set(passed)) == 1 and "unsolvable" not in flags:
+        if len(set(passed)) == 1:
             flags.add("no_signal")
         main = planted.KINDS[kind.split("/")[0]][0] if kind != "clean" else None
         assert built.truth[task_id] == flags | ({main} if main else set()), (task_id, kind)
