@@ -246,8 +246,9 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
 
     # no_signal: a group-relative policy gradient learns nothing from a task all samples pass
     # or all fail.
+    # A flaky check makes the samples' outcomes noise: whatever they share says nothing.
     quiet = signals.no_signal(sample_rates)
-    if quiet is not None:
+    if quiet is not None and "flaky" not in flagged:
         found.append(
             _finding(
                 key,
