@@ -115,6 +115,12 @@ def taskset_detail(request: HttpRequest, name: str) -> HttpResponse:
         context["clean"] = services.clean_tasks(version=latest).count()
         context["chart"] = charts.pass_rate_scatter(latest)
         context["terminal"] = tasks.filter(kind=Task.TERMINAL).exists()
+        from inspector.detect.signals import learnability_distribution
+
+        rates = tasks.filter(last_inspection__isnull=False).values_list(
+            "sample_pass_rate", flat=True
+        )
+        context["learnability"] = learnability_distribution(rates)
         finished = latest.inspections.filter(status=Inspection.FINISHED).order_by("-id").first()
         context["harness_findings"] = finished.findings if finished else []
     return render(request, "inspector/taskset_detail.html", context)

@@ -118,7 +118,7 @@ def test_samples_that_split_into_two_readings_the_check_takes_one_of_are_ambiguo
 
 
 def test_a_task_every_sample_passes_has_no_signal_and_stays_in_the_manifest(
-    import_taskset, inspect_now
+    import_taskset, inspect_now, reviewer_client
 ):
     samples = [
         {"task_id": "clamp/full", "sample_id": f"s{i}", "completion": body}
@@ -137,6 +137,8 @@ def test_a_task_every_sample_passes_has_no_signal_and_stays_in_the_manifest(
     task_row = Task.objects.get(task_id="clamp/full")
     assert task_row.learnability == 0.0
     # Advisory: shown and reported, but the task is still clean.
+    page = reviewer_client.get("/tasksets/depth/").content.decode()
+    assert "Learnability p(1−p)" in page and "100% have none" in page
     assert [t["task_id"] for t in services.manifest_lines(taskset_name="depth")] == ["clamp/full"]
 
 
