@@ -189,7 +189,7 @@ def test_harbor_task_folders_uploaded_as_a_tar_gz_are_inspected_in_docker_and_fl
     from tests.test_terminal_inspection import DOCKER, HARBOR_DEMO, tar_gz
 
     if not DOCKER:
-        pytest.skip("terminal tasks run in Docker; start it with bin/docker-up")
+        pytest.fail("terminal tasks run in Docker and no engine answers; bin/docker-up starts one")
     settings.TERMINAL_REFERENCE_REPEATS = 2
     settings.TERMINAL_PROBES = ["nop", "reward-file"]
     archive = tmp_path / "harbor-tasks.tar.gz"

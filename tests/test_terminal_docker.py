@@ -48,7 +48,13 @@ def _engine_problem() -> str:
 
 
 _PROBLEM = _engine_problem()
-pytestmark = pytest.mark.skipif(bool(_PROBLEM), reason=_PROBLEM or "docker is up")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def docker_engine() -> None:
+    # Like the rest of the suite: a missing engine fails with the reason, it never skips.
+    if _PROBLEM:
+        pytest.fail(_PROBLEM)
 
 
 # --- Fixtures ------------------------------------------------------------------------------------

@@ -28,9 +28,15 @@ DOCKER = (
     shutil.which("docker") is not None
     and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 )
-needs_docker = pytest.mark.skipif(
-    not DOCKER, reason="terminal tasks run in Docker; start it with bin/docker-up"
-)
+needs_docker = pytest.mark.usefixtures("docker_engine")
+
+
+@pytest.fixture
+def docker_engine() -> None:
+    # Like the rest of the suite: a missing engine fails with the reason, it never skips.
+    if not DOCKER:
+        pytest.fail("terminal tasks run in Docker and no engine answers; bin/docker-up starts one")
+
 
 # What each planted task of inspector/demo/terminal must be flagged with.
 PLANTED = {
