@@ -42,7 +42,13 @@ from typing import Any
 import yaml
 
 from inspector.formats.archive import FileEntry, archive_kind
-from inspector.formats.humaneval import FormatIssue, TaskSetFormatError
+from inspector.formats.humaneval import (
+    FormatIssue,
+    TaskSetFormatError,
+    _json_type,
+    _reject_constant,
+    _short,
+)
 
 __all__ = [
     "DEFAULT_BUILD_TIMEOUT_SEC",
@@ -919,24 +925,6 @@ def _json_lines(data: bytes, file: str, issues: list[FormatIssue]):
         yield line, value
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed in JSON")
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def _short_json(value: Any) -> str:
     if isinstance(value, str):
         return _short(value)
@@ -973,9 +961,3 @@ def _yaml_type(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return type(value).__name__
-
-
-def _short(text: str, limit: int = 60) -> str:
-    if len(text) > limit:
-        return repr(text[:limit]) + "..."
-    return repr(text)

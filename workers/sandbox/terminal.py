@@ -61,6 +61,7 @@ from requests.exceptions import RequestException
 from urllib3.exceptions import HTTPError as UrllibError
 
 from workers.sandbox.base import SandboxUnavailable
+from workers.sandbox.docker import _pid_namespace, _proc_start_time  # container owners
 
 logger = logging.getLogger(__name__)
 
@@ -291,22 +292,6 @@ def _parse_reward_json(raw: bytes) -> dict[str, float]:
             raise _Unreadable(f"{REWARD_JSON}: {key!r} is not a finite number")
         rewards[str(key)] = float(value)
     return rewards
-
-
-def _proc_start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    return stat.rsplit(b")", 1)[1].split()[19].decode()
-
-
-def _pid_namespace() -> str:
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return ""
 
 
 def _tail(text: str, limit: int) -> str:
