@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-from kombu import Connection
+from kombu import Connection, Queue
 
 
 def test_a_reader_racing_a_writer_only_ever_sees_whole_messages(tmp_path):
@@ -37,9 +37,9 @@ def test_a_reader_racing_a_writer_only_ever_sees_whole_messages(tmp_path):
     reader = threading.Thread(target=read)
     reader.start()
     with Connection("filesystem://", transport_options=options) as conn:
-        queue = conn.SimpleQueue("race")
+        producer = conn.Producer()
         for _ in range(200):
-            queue.put(payload)
+            producer.publish(payload, routing_key="race", declare=[Queue("race")])
     reader.join(timeout=60)
     assert errors == [] and received == 200
     assert not [n for n in os.listdir(folder) if n.endswith(".tmp")]
