@@ -359,10 +359,22 @@ def inspection_dispatch(*, inspection_id: int) -> int:
     Inspection.objects.filter(pk=inspection_id, status=Inspection.QUEUED).update(
         status=Inspection.RUNNING, started_at=now, updated_at=now
     )
-    run_ids = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).order_by("pk")
+    queued = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED)
     terminal = Task.objects.filter(version__inspections=inspection_id, kind=Task.TERMINAL).exists()
+    if terminal:
+        # A task's runs together: its image is built once per message.
+        rows = queued.order_by("pk").values_list("pk", "task_id").iterator(chunk_size=5000)
+    else:
+        # Repeat by repeat: a task's repeats land in different messages, so in sessions with
+        # different hash seeds (see runs_execute).
+        rows = (
+            (pk, (repeat, task_id))
+            for pk, repeat, task_id in queued.order_by("repeat", "task_id", "pk")
+            .values_list("pk", "repeat", "task_id")
+            .iterator(chunk_size=5000)
+        )
     sent = _runs_send(
-        run_ids.values_list("pk", "task_id").iterator(chunk_size=5000),
+        rows,
         per_message=settings.TERMINAL_RUNS_PER_MESSAGE if terminal else settings.RUNS_PER_MESSAGE,
     )
     logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
@@ -370,7 +382,8 @@ def inspection_dispatch(*, inspection_id: int) -> int:
 
 
 def _runs_send(rows, *, per_message: int | None = None) -> int:
-    """Send (run id, task id) pairs in messages of whole tasks' runs, about RUNS_PER_MESSAGE.
+    """Send (run id, group) pairs in messages of whole groups' runs (a task's, or a task's
+    runs of one repeat), about RUNS_PER_MESSAGE.
 
     A message per run would spend more time in the broker than in the sandbox, and a session
     per message spreads the start of its two sandboxes over many runs; a task's runs stay in
@@ -380,18 +393,18 @@ def _runs_send(rows, *, per_message: int | None = None) -> int:
     per_message = per_message or settings.RUNS_PER_MESSAGE
     sent = 0
     batch: list[int] = []
-    batch_task = None
+    batch_group = None
     with runs_execute.app.producer_or_acquire() as producer:
-        for run_id, task_id in rows:
+        for run_id, group in rows:
             if (
                 batch
                 and len(batch) >= per_message
-                and (task_id != batch_task or len(batch) >= 4 * per_message)
+                and (group != batch_group or len(batch) >= 4 * per_message)
             ):
                 runs_execute.apply_async((batch,), producer=producer)
                 batch = []
             batch.append(run_id)
-            batch_task = task_id
+            batch_group = group
             sent += 1
         if batch:
             runs_execute.apply_async((batch,), producer=producer)
@@ -481,7 +494,7 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     runs = list(
         Run.objects.filter(pk__in=run_ids, status=Run.RUNNING, worker=token)
         .select_related("task", "sample", "inspection")
-        .order_by("pk")
+        .order_by("repeat", "pk")
     )
     terminal = [run for run in runs if run.task.kind == Task.TERMINAL]
     if terminal:
@@ -495,6 +508,7 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     tasks: dict[int, FunctionTask] = {}
     failed: dict[int, str] = {}
     session: FunctionSession | None = None
+    session_repeat = None
     # Outcomes are written a few at a time: a commit per run cost as much as the run itself.
     # A worker that dies loses only unwritten outcomes, whose runs its lease hands back.
     pending: list[tuple[Run, Execution]] = []
@@ -531,8 +545,13 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 tasks[run.task_id] = FunctionTask(
                     prompt=t.prompt, test=t.test, entry_point=t.entry_point
                 )
+            if session is not None and run.repeat != session_repeat:
+                # Each repeat in a session of its own, so with a hash seed of its own.
+                session.close()
+                session = None
             try:
-                session = session or _sandbox().session(limits=run_limits())
+                if session is None:
+                    session, session_repeat = _sandbox().session(limits=run_limits()), run.repeat
                 execution = session.run(run_completion(run), task=tasks[run.task_id])
             except SandboxUnavailable as exc:
                 message = f"sandbox unavailable: {exc}"

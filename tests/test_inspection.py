@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from inspector import services
 from inspector.models import Flag, Inspection, Run, Task
-from tests.conftest import PLANTED_FLAGS
+from tests.conftest import PLANTED_FLAGS, task
 
 pytestmark = pytest.mark.django_db
 
@@ -167,3 +167,37 @@ def test_an_unavailable_sandbox_fails_the_inspection_with_a_message_instead_of_p
     assert inspection.status == Inspection.FAILED
     assert "sandbox unavailable" in inspection.error
     assert list(services.manifest_lines(taskset_name="planted")) == []
+
+
+def test_each_repeat_of_a_run_gets_an_interpreter_with_a_hash_seed_of_its_own(
+    import_taskset, inspect_now
+):
+    # A solution that prints hash("abc"): the same in every run of one interpreter, so it shows
+    # which runs shared a hash seed.
+    probe_hash = task(
+        "hash/printer",
+        body="    print('hash', hash('abc'))\n    return x + 1\n",
+        test="def check(candidate):\n    assert candidate(1) == 2\n",
+    )
+    inspection = inspect_now(import_taskset(tasks=[probe_hash], samples=[]))
+    references = Run.objects.filter(inspection=inspection, kind=Run.REFERENCE)
+
+    printed = {run.stdout_tail for run in references}
+    assert references.count() == 12 and all(run.passed for run in references)
+    assert len(printed) >= 6, printed
+
+
+def test_a_check_that_passes_or_fails_with_the_hash_seed_is_flagged_flaky(
+    import_taskset, inspect_now
+):
+    seeded = task(
+        "hash/flaky",
+        body="    return x + 1\n",
+        test=(
+            "import random\n\ndef check(candidate):\n    assert candidate(1) == 2\n"
+            "    assert random.Random(hash('hash/flaky')).random() < 0.5\n"
+        ),
+    )
+    inspection = inspect_now(import_taskset(tasks=[seeded], samples=[]))
+
+    assert "flaky" in flags_by_task(inspection)["hash/flaky"]

@@ -10,8 +10,8 @@ session. `run_python` uses a container of its own per program.
 
 Every container: no network (only `lo`), read-only root, a sized tmpfs on /tmp and /work,
 uid/gid 65534, no capabilities, no-new-privileges, a pids and a memory limit (swap off), one CPU,
-core dumps off, no log driver, only the sandbox environment of local.py (`SANDBOX_ENV`), and the
-hostname `sandbox`. It runs the runner's bootstrap (`BOOTSTRAP`, python -I -c) as pid 1, which
+core dumps off, no log driver, only the sandbox environment of local.py (`RUNNER_ENV`: a hash
+seed of its own per container; `run_python`'s program gets seed 0), and the hostname `sandbox`. It runs the runner's bootstrap (`BOOTSTRAP`, python -I -c) as pid 1, which
 waits on stdin for the program to become: the runner (sessions) or a small init that runs one
 program (`run_python`). Pid 1 of a pid namespace gets no signal from inside it unless it has a
 handler, so the command resets Python's SIGINT handler first: nothing in the container can
@@ -60,7 +60,7 @@ from workers.sandbox.base import (
     SandboxUnavailable,
     classify,
 )
-from workers.sandbox.local import SANDBOX_ENV
+from workers.sandbox.local import RUNNER_ENV
 from workers.sandbox.runner import BOOTSTRAP
 from workers.sandbox.session import (
     RUNNER_SOURCE,
@@ -110,6 +110,7 @@ if _pid == 0:
         os.dup2(_null, 0)
         os.close(_null)
         resource.setrlimit(resource.RLIMIT_AS, (%(memory)d, %(memory)d))
+        os.environ["PYTHONHASHSEED"] = "0"  # one-off programs compare across runs
         os.execv(%(python)r, [%(python)r, "-I", "main.py"])
     except BaseException as exc:
         os.write(2, ("%(name)s: cannot run %(python)s: %%s\\n" %% exc).encode())
@@ -430,7 +431,7 @@ class DockerSandbox:
                     name=name,
                     hostname=HOSTNAME,
                     user=UID,
-                    environment=dict(SANDBOX_ENV),
+                    environment=dict(RUNNER_ENV),
                     working_dir=WORK,
                     stdin_open=True,  # with detach=False: StdinOnce, stdin ends with our stream
                     labels=self._labels(),

@@ -45,6 +45,11 @@ SANDBOX_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONHASHSEED": "0",
 }
+# A session's runners draw a hash seed of their own, as a training run's interpreter would: a
+# check whose verdict depends on string hashing (set order, `hash()`) then passes in one session
+# and fails in another, and the inspection's repeats, spread over sessions, see it flake. One-off
+# programs (behaviour vectors) keep seed 0 so that their outputs compare across programs.
+RUNNER_ENV = {**SANDBOX_ENV, "PYTHONHASHSEED": "random"}
 NO_BWRAP = (
     "bubblewrap (bwrap) is not installed: apt-get install bubblewrap; or set "
     "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
@@ -222,7 +227,7 @@ class _LocalBase:
             proc = subprocess.Popen(
                 self._runner_argv(folder, limits),
                 cwd=folder,
-                env={**SANDBOX_ENV, "HOME": folder} if not self.pid_namespace else SANDBOX_ENV,
+                env={**RUNNER_ENV, "HOME": folder} if not self.pid_namespace else RUNNER_ENV,
                 stdin=to_runner_r,
                 stdout=from_runner_w,
                 stderr=errors,
@@ -293,7 +298,9 @@ class LocalSandbox(_LocalBase):
                 "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
             )
 
-    def _argv(self, folder: str, limits: Limits) -> list[str]:
+    def _argv(
+        self, folder: str, limits: Limits, env: dict[str, str] | None = None
+    ) -> list[str]:
         argv = [self.bwrap, *_BWRAP_OPTIONS]
         real = os.path.realpath(self.python)
         if not real.startswith("/usr/"):
@@ -307,7 +314,7 @@ class LocalSandbox(_LocalBase):
             argv += ["--size", str(limits.file_bytes), "--tmpfs", tmpfs]
         # The root is a tmpfs: read-only, or the program could fill memory through it.
         argv += ["--bind", folder, "/work", "--remount-ro", "/", "--chdir", "/work", "--clearenv"]
-        for name, value in SANDBOX_ENV.items():
+        for name, value in (env or SANDBOX_ENV).items():
             argv += ["--setenv", name, value]
         # bwrap's own pid 1 exits after telling bwrap the status, and bwrap exits without
         # reaping it: each run would leave a zombie of the sandbox uid for the host's init
@@ -318,7 +325,7 @@ class LocalSandbox(_LocalBase):
         return [*argv, *init, self.python, "-I", "main.py"]
 
     def _runner_argv(self, folder: str, limits: Limits) -> list[str]:
-        program_argv = self._argv(folder, limits)  # ends with: python -I main.py
+        program_argv = self._argv(folder, limits, RUNNER_ENV)  # ends with: python -I main.py
         # A session's code arrives on stdin: its /work is a sized tmpfs, not a host folder that
         # a run could fill the host's disk through.
         at = program_argv.index("--bind")
