@@ -298,9 +298,7 @@ class LocalSandbox(_LocalBase):
                 "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
             )
 
-    def _argv(
-        self, folder: str, limits: Limits, env: dict[str, str] | None = None
-    ) -> list[str]:
+    def _argv(self, folder: str, limits: Limits, env: dict[str, str] | None = None) -> list[str]:
         argv = [self.bwrap, *_BWRAP_OPTIONS]
         real = os.path.realpath(self.python)
         if not real.startswith("/usr/"):
