@@ -9,6 +9,8 @@ from django.db import models, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from inspector.detect.codes import combined_severity
+
 
 class TaskSet(models.Model):
     # How terminal tasks run: `faithful` as Harbor runs them (agent and check share a container),
@@ -154,7 +156,7 @@ class Task(models.Model):
             inspection_id=self.last_inspection_id, status__in=Flag.BLOCKING
         ).order_by("-severity", "code")
         codes = [f.code for f in blocking]
-        self.severity = max((f.severity for f in blocking), default=0)
+        self.severity = combined_severity([f.severity for f in blocking])
         self.open_flags = ",".join(codes)
         self.save(update_fields=("severity", "open_flags"))
 

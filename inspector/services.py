@@ -20,6 +20,7 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from inspector import services_terminal
+from inspector.detect.codes import combined_severity
 from inspector.detect.probes import PROBES
 from inspector.formats.humaneval import read_taskset
 from inspector.models import (
@@ -779,7 +780,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             stats = analysis.stats.get(task.pk)
             mine = sorted(blocking.get(task.pk, []), key=lambda f: (-f.severity, f.code))
             task.last_inspection_id = inspection_id
-            task.severity = max((f.severity for f in mine), default=0)
+            task.severity = combined_severity([f.severity for f in mine])
             task.open_flags = ",".join(f.code for f in mine)
             task.runs_count = stats.runs if stats else 0
             task.reference_pass_rate = stats.reference_pass_rate if stats else None
@@ -837,10 +838,20 @@ def _analyse_depth(inspection: Inspection, deeper_runs: list[dict], analysis):
             "prompt": prompt,
             "canonical_solution": solution,
             "inputs": inputs,
+            "test": test,
+            "entry_point": entry_point,
         }
-        for pk, task_id, prompt, solution, inputs in Task.objects.filter(
+        for pk, task_id, prompt, solution, inputs, test, entry_point in Task.objects.filter(
             version_id=inspection.version_id
-        ).values_list("pk", "task_id", "prompt", "canonical_solution", "behaviour_inputs")
+        ).values_list(
+            "pk",
+            "task_id",
+            "prompt",
+            "canonical_solution",
+            "behaviour_inputs",
+            "test",
+            "entry_point",
+        )
     ]
     latest_others = TaskSetVersion.objects.filter(
         number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))

@@ -255,3 +255,13 @@ def test_a_table_without_a_required_column_is_refused() -> None:
 
     with pytest.raises(ValueError, match="runs lack the column\\(s\\) outcome"):
         analyse_runs(frame)
+
+
+def test_the_queue_ranks_two_strong_flags_above_one_and_many_weak_ones_below_a_strong_one():
+    from inspector.detect.codes import combined_severity
+
+    assert combined_severity([]) == 0
+    assert combined_severity([90]) == 90
+    assert combined_severity([90, 60]) > combined_severity([90])
+    assert combined_severity([20, 20, 20]) < combined_severity([80])
+    assert combined_severity([95, 95, 95]) <= 100

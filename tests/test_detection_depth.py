@@ -94,6 +94,34 @@ def test_a_check_cut_to_one_assert_lets_mutants_through_and_the_full_check_does_
     assert "surviving mutant" in page and survivor["mutant_id"] in page
 
 
+def test_a_check_that_tries_a_single_input_is_weak_even_when_it_kills_every_mutant(
+    import_taskset, inspect_now, reviewer_client
+):
+    def reverse_task(task_id: str, test: str) -> dict:
+        t = task(task_id, entry_point="rev", body="    return x[::-1]\n", test=test)
+        t["prompt"] = prompt("rev", f"Reverse the text x ({task_id}).")
+        return t
+
+    single = "def check(candidate):\n    assert candidate('abc') == 'cba', candidate('abc')\n"
+    looped = "def check(candidate):\n    for s in ['', 'a', 'ab', 'abc']:\n        assert candidate(s) == s[::-1]\n"
+    drawn = (
+        "import random\n\ndef check(candidate):\n    assert candidate('abc') == 'cba'\n"
+        "    for _ in range(20):\n        s = ''.join(random.sample('xyz', 2))\n"
+        "        assert candidate(s) == s[::-1]\n"
+    )
+    tasks = [reverse_task("rev/single", single), reverse_task("rev/looped", looped)]
+    tasks.append(reverse_task("rev/drawn", drawn))
+    inspect(import_taskset, inspect_now, tasks, [])
+
+    weak = flag("rev/single", "weak_tests")
+    assert weak.evidence["checked_inputs"] == ["'abc'"]
+    assert "1 input only" in weak.explanation and weak.confidence >= 0.8
+    assert not Flag.objects.filter(task__task_id__in=("rev/looped", "rev/drawn"), code="weak_tests")
+    page = reviewer_client.get(weak.task.get_absolute_url()).content.decode()
+    assert "The check calls the solution on 1 input only" in page
+    assert "<code>rev(&#x27;abc&#x27;)</code>" in page
+
+
 def test_samples_that_split_into_two_readings_the_check_takes_one_of_are_ambiguous(
     import_taskset, inspect_now, reviewer_client
 ):

@@ -216,6 +216,39 @@ def inputs_from_tests(test_source: str, entry_point: str, *, limit: int = 40) ->
     return collector.found
 
 
+def call_sites(test_source: str, entry_point: str) -> tuple[int, bool]:
+    """How many places in the tests call the solution (the check's parameter or `entry_point`),
+    and whether any of them is in a loop or a comprehension (so it may run on many inputs)."""
+    try:
+        tree = ast.parse(test_source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return 0, False
+    names = {entry_point}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check" and node.args.args:
+            names.add(node.args.args[0].arg)
+    loops = (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.Lambda)
+    count, in_loop = 0, False
+
+    def visit(node: ast.AST, looped: bool) -> None:
+        nonlocal count, in_loop
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in names:
+                count += 1
+                in_loop = in_loop or looped
+        inner = looped or isinstance(node, loops)
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            inner = True
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    try:
+        visit(tree, False)
+    except RecursionError:
+        return count, True
+    return count, in_loop
+
+
 class _Unknown(Exception):
     pass
 

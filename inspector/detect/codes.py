@@ -38,3 +38,13 @@ SEVERITY: dict[FlagCode, int] = {
 ADVISORY: frozenset[str] = frozenset(
     {FlagCode.NO_SIGNAL, FlagCode.DUPLICATE, FlagCode.ANSWER_LEAK, FlagCode.ANOMALY}
 )
+
+
+def combined_severity(severities: list[int] | tuple[int, ...]) -> int:
+    """A task's place in the review queue from its flags' severities (each 1..100, already
+    lowered for doubt): the chance that at least one is right, reading each as a probability,
+    so two strong flags outrank one, and many weak ones never outrank one strong flag by much."""
+    remaining = 1.0
+    for value in severities:
+        remaining *= 1.0 - max(0, min(100, value)) / 100
+    return round(100 * (1.0 - remaining))

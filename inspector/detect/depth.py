@@ -25,6 +25,11 @@ MAX_SURVIVORS_SHOWN = 3
 # on inputs it never tried; a weak one lets most through. Two survivors at least, so one odd
 # mutant never flags a task.
 MIN_SURVIVORS = 2
+# A check that calls the solution on this many distinct inputs or fewer (as read from its
+# source) is weak whatever its mutants do: a solution that returns the expected answer for that
+# input alone passes it.
+THIN_CHECK_INPUTS = 1
+THIN_CHECK_CONFIDENCE = 0.8
 # IsolationForest scores about 0.5 for an ordinary task; below this an "odd" task is noise.
 ANOMALY_MIN_SCORE = 0.7
 
@@ -61,7 +66,8 @@ def analyse_depth(
     flagged: Mapping[int, set[str]] | None = None,
     settings: DepthSettings = DepthSettings(),
 ) -> DepthAnalysis:
-    """`tasks`: task_key, task_id, prompt, canonical_solution, inputs (the behaviour inputs).
+    """`tasks`: task_key, task_id, prompt, canonical_solution, inputs (the behaviour inputs),
+    and optionally test and entry_point (to count the inputs the check itself tries).
     `runs`: run_id, task_key, kind (reference, sample, probe, mutant, behaviour), key (the
     sample id, probe, mutant id, or for behaviour runs the solution: "reference",
     "sample:<id>", "mutant:<id>"), outcome, stdout (behaviour runs) and detail (mutant runs:
@@ -112,6 +118,22 @@ def _rate(runs: list[dict]) -> float | None:
     return sum(r["outcome"] == "passed" for r in counted) / len(counted)
 
 
+def _checked_inputs(task: dict) -> list[str]:
+    """The inputs the task's check calls the solution with when they are at most
+    THIN_CHECK_INPUTS, from a few call sites (the same input is often called twice: once to
+    test, once for the message) none in a loop; otherwise empty (no claim)."""
+    from inspector.detect.behaviour import call_sites, inputs_from_tests
+
+    test, entry_point = task.get("test"), task.get("entry_point")
+    if not test or not entry_point:
+        return []
+    sites, in_loop = call_sites(test, entry_point)
+    if in_loop or sites > 3 * THIN_CHECK_INPUTS:
+        return []  # calls that may run on many inputs: no claim
+    found = inputs_from_tests(test, entry_point, limit=THIN_CHECK_INPUTS + 1)
+    return found if len(found) <= THIN_CHECK_INPUTS else []
+
+
 def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: DepthSettings):
     from inspector.detect import signals
 
@@ -155,7 +177,9 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
         }
         result = signals.surviving_mutants(reference, mutants, threshold=settings.survivor_share)
         survivor_share = result.survivor_share
-        if result.weak and len(result.survivors) >= MIN_SURVIVORS:
+        checked = _checked_inputs(task)
+        thin = bool(checked)
+        if thin or (result.weak and len(result.survivors) >= MIN_SURVIVORS):
             shown = []
             for survivor in result.survivors[:MAX_SURVIVORS_SHOWN]:
                 detail = mutant_runs[survivor.mutant_id].get("detail") or {}
@@ -169,13 +193,23 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
                         "mutant_output": survivor.difference.right,
                     }
                 )
+            confidence, explanation = result.confidence, result.explanation
+            if thin:
+                called = "; ".join(f"{task.get('entry_point') or 'f'}({c})" for c in checked)
+                confidence = max(confidence, THIN_CHECK_CONFIDENCE)
+                explanation = (
+                    f"the check calls the solution on {len(checked)} input only ({called}): "
+                    f"a solution that returns the expected answer for it alone passes; "
+                    + explanation
+                )
             found.append(
                 _finding(
                     key,
                     FlagCode.WEAK_TESTS,
-                    result.confidence,
-                    result.explanation,
+                    confidence,
+                    explanation,
                     {
+                        "checked_inputs": checked,
                         "survivor_share": result.survivor_share,
                         "survivors": shown,
                         "survivor_count": len(result.survivors),
