@@ -54,14 +54,84 @@ class DismissForm(forms.Form):
 
 
 class QueueFilterForm(forms.Form):
+    """The queue's filter, as the URL carries it (services_review.QueueFilter)."""
+
+    q = forms.CharField(
+        required=False,
+        max_length=200,
+        widget=forms.TextInput(attrs={"placeholder": "search task id or prompt", "size": 22}),
+    )
     flag = forms.ChoiceField(
         required=False, choices=[("", "any flag")] + [(c.value, c.value) for c in FlagCode]
     )
-    status = forms.ChoiceField(required=False, choices=[("", "any status")] + Task.STATUS_CHOICES)
+    severity = forms.ChoiceField(
+        required=False,
+        choices=[("", "any severity"), ("80", "severity ≥ 80"), ("60", "≥ 60"), ("30", "≥ 30")],
+    )
+    domain = forms.CharField(
+        required=False,
+        max_length=200,
+        widget=forms.TextInput(attrs={"placeholder": "domain", "size": 10}),
+    )
     taskset = forms.ChoiceField(required=False, choices=())
+    version = forms.CharField(
+        required=False,
+        max_length=10,
+        widget=forms.TextInput(attrs={"placeholder": "version", "size": 5}),
+    )
+    status = forms.ChoiceField(required=False, choices=[("", "any status")] + Task.STATUS_CHOICES)
+    review = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "any review state"),
+            ("pending", "awaiting review"),
+            ("reviewed", "reviewed"),
+            ("unflagged", "no flag"),
+        ],
+    )
+    assignee = forms.CharField(
+        required=False,
+        max_length=150,
+        widget=forms.TextInput(attrs={"placeholder": "assignee, me, none", "size": 12}),
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("severity", "most severe first"),
+            ("-severity", "least severe first"),
+            ("task", "task id"),
+            ("-task", "task id, descending"),
+            ("samples", "sample pass rate, low first"),
+            ("-samples", "sample pass rate, high first"),
+            ("reference", "reference pass rate, low first"),
+        ],
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["taskset"].choices = [("", "every task set")] + [
             (n, n) for n in TaskSet.objects.order_by("name").values_list("name", flat=True)
         ]
+
+
+class BulkForm(forms.Form):
+    """A bulk action: on the selected task ids, or on everything the filter matches."""
+
+    action = forms.ChoiceField(
+        choices=[
+            ("quarantine", "quarantine"),
+            ("release", "release"),
+            ("dismiss", "dismiss open flags"),
+            ("assign", "assign to"),
+        ]
+    )
+    scope = forms.ChoiceField(choices=[("selected", "selected"), ("filter", "all matching")])
+    task = forms.TypedMultipleChoiceField(required=False, coerce=int, choices=())
+    reason = forms.CharField(required=False, max_length=2000)
+    assignee = forms.CharField(required=False, max_length=150)
+    expected = forms.IntegerField(required=False, min_value=0)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Any id is acceptable here; the service narrows them to the filter's tasks.
+        self.fields["task"].valid_value = lambda value: str(value).isdigit()

@@ -109,6 +109,16 @@ class Task(models.Model):
     cluster_count = models.PositiveIntegerField(null=True, blank=True)
     # The arguments every solution of the task is called with to compare behaviours.
     behaviour_inputs = models.JSONField(default=list, blank=True)
+    # Review: whether a flag of the latest inspection still awaits a reviewer's decision; who is
+    # assigned the task; who is reviewing it right now (a claim lapses after CLAIM_MINUTES).
+    pending_review = models.BooleanField(default=False)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("version", "position")
@@ -129,6 +139,42 @@ class Task(models.Model):
     @property
     def open_flag_list(self) -> list[str]:
         return [c for c in self.open_flags.split(",") if c]
+
+    def claimed_by_other(self, user) -> bool:
+        """Someone else claimed the task within the last CLAIM_MINUTES."""
+        if self.claimed_by_id is None or self.claimed_by_id == getattr(user, "pk", None):
+            return False
+        lapse = timezone.now() - timezone.timedelta(minutes=settings.CLAIM_MINUTES)
+        return self.claimed_at is not None and self.claimed_at > lapse
+
+    def claim(self, *, by) -> bool:
+        """Claim the task for `by` unless another reviewer holds it; True when `by` holds it."""
+        lapse = timezone.now() - timezone.timedelta(minutes=settings.CLAIM_MINUTES)
+        taken = (
+            Task.objects.filter(pk=self.pk)
+            .filter(
+                models.Q(claimed_by__isnull=True)
+                | models.Q(claimed_by=by)
+                | models.Q(claimed_at__lt=lapse)
+            )
+            .update(claimed_by=by, claimed_at=timezone.now())
+        )
+        self.refresh_from_db(fields=("claimed_by", "claimed_at"))
+        return bool(taken)
+
+    def unclaim(self, *, by) -> None:
+        Task.objects.filter(pk=self.pk, claimed_by=by).update(claimed_by=None, claimed_at=None)
+
+    @transaction.atomic
+    def assign(self, *, by, to) -> ReviewEvent:
+        self.assignee = to
+        self.save(update_fields=("assignee",))
+        return ReviewEvent.objects.create(
+            task=self,
+            actor=by,
+            action=ReviewEvent.ASSIGN,
+            note=f"to {to.get_username()}" if to else "unassigned",
+        )
 
     @transaction.atomic
     def quarantine(self, *, by, reason: str) -> ReviewEvent:
@@ -158,7 +204,8 @@ class Task(models.Model):
         codes = [f.code for f in blocking]
         self.severity = combined_severity([f.severity for f in blocking])
         self.open_flags = ",".join(codes)
-        self.save(update_fields=("severity", "open_flags"))
+        self.pending_review = any(f.status == Flag.OPEN for f in blocking)
+        self.save(update_fields=("severity", "open_flags", "pending_review"))
 
 
 class Sample(models.Model):
@@ -367,11 +414,13 @@ class ReviewEvent(models.Model):
     DISMISS = "dismiss_flag"
     QUARANTINE = "quarantine"
     RELEASE = "release"
+    ASSIGN = "assign"
     ACTION_CHOICES = [
         (CONFIRM, "confirmed a flag"),
         (DISMISS, "dismissed a flag"),
         (QUARANTINE, "quarantined"),
         (RELEASE, "released"),
+        (ASSIGN, "assigned"),
     ]
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
@@ -388,3 +437,26 @@ class ReviewEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_action_display()} {self.task_id}"
+
+
+class SavedFilter(models.Model):
+    """A reviewer's named queue filter: the query string of the queue's URL."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_filters"
+    )
+    name = models.CharField(max_length=100)
+    query = models.CharField(max_length=2000)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("name",)
+        constraints = [
+            models.UniqueConstraint(fields=("user", "name"), name="saved_filter_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.user})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("inspector-queue") + ("?" + self.query if self.query else "")

@@ -773,7 +773,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
                 blocking.setdefault(flag.task_id, []).append(flag)
         tasks = list(
             Task.objects.filter(version_id=inspection.version_id).only(
-                "pk", "severity", "open_flags", "last_inspection", "runs_count"
+                "pk", "severity", "open_flags", "pending_review", "last_inspection", "runs_count"
             )
         )
         for task in tasks:
@@ -782,6 +782,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             task.last_inspection_id = inspection_id
             task.severity = combined_severity([f.severity for f in mine])
             task.open_flags = ",".join(f.code for f in mine)
+            task.pending_review = any(f.status == Flag.OPEN for f in mine)
             task.runs_count = stats.runs if stats else 0
             task.reference_pass_rate = stats.reference_pass_rate if stats else None
             task.sample_pass_rate = stats.sample_pass_rate if stats else None
@@ -795,6 +796,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
                 "last_inspection",
                 "severity",
                 "open_flags",
+                "pending_review",
                 "runs_count",
                 "reference_pass_rate",
                 "sample_pass_rate",
@@ -934,34 +936,6 @@ def runs_sweep(*, now=None) -> dict[str, int]:
 
 
 # --- Review ------------------------------------------------------------------------------------
-
-
-def review_queue(*, flag: str = "", status: str = "", taskset: str = "", flagged_only: bool = True):
-    """The tasks of each task set's latest version, most severe first."""
-    latest = TaskSetVersion.objects.filter(
-        number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
-        .order_by("-number")
-        .values("number")[:1]
-    )
-    if taskset:
-        latest = latest.filter(taskset__name=taskset)
-    tasks = Task.objects.filter(version__in=latest.values("pk")).select_related("version__taskset")
-    if flag:
-        tasks = tasks.filter(
-            Exists(
-                Flag.objects.filter(
-                    task=OuterRef("pk"),
-                    inspection=OuterRef("last_inspection"),
-                    code=flag,
-                    status__in=Flag.BLOCKING,
-                )
-            )
-        )
-    elif flagged_only and status != Task.QUARANTINED:
-        tasks = tasks.filter(severity__gt=0)
-    if status:
-        tasks = tasks.filter(status=status)
-    return tasks.order_by("-severity", "id")
 
 
 # --- Export ------------------------------------------------------------------------------------

@@ -98,6 +98,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "inspector.context_processors.roles",
             ],
         },
     },
@@ -258,6 +259,11 @@ HARNESS_FINDING_MIN_TASKS = envint("HARNESS_FINDING_MIN_TASKS", "3")
 ARCHIVE_MAX_FILES = envint("ARCHIVE_MAX_FILES", "5000")
 ARCHIVE_MAX_BYTES = envint("ARCHIVE_MAX_BYTES", str(200 * 1024 * 1024))
 ARCHIVE_MAX_RATIO = envint("ARCHIVE_MAX_RATIO", "100")
+# Review: a reviewer's claim on a task lapses after this many minutes; queue page size; a bulk
+# action over "everything the filter matches" refuses more tasks than this.
+CLAIM_MINUTES = envint("CLAIM_MINUTES", "15")
+QUEUE_PAGE_SIZE = envint("QUEUE_PAGE_SIZE", "50")
+BULK_MAX_TASKS = envint("BULK_MAX_TASKS", "100000")
 
 LOGGING = {
     "version": 1,

@@ -5,31 +5,38 @@ from __future__ import annotations
 import functools
 import logging
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import (
+    Http404,
     HttpRequest,
     HttpResponse,
     HttpResponseRedirect,
     JsonResponse,
+    QueryDict,
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector import charts, services
+from inspector import charts, services, services_review
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.formats.jsonl import jsonl_stream
-from inspector.forms import DismissForm, QuarantineForm, QueueFilterForm, UploadForm
+from inspector.forms import BulkForm, DismissForm, QuarantineForm, QueueFilterForm, UploadForm
 from inspector.models import Flag, Inspection, Run, Task, TaskSet
+from inspector.roles import admin_required, is_admin, reviewer_required
 
 logger = logging.getLogger(__name__)
 
 
 @require_GET
+@reviewer_required
 def home(request: HttpRequest) -> HttpResponse:
     tasksets = TaskSet.objects.annotate(version_count=Count("versions")).order_by("name")
     rows = [(ts, ts.latest_version()) for ts in tasksets]
@@ -45,6 +52,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
+@admin_required
 def taskset_upload(request: HttpRequest) -> HttpResponse:
     form = UploadForm(request.POST, request.FILES)
     problems: list[str] = []
@@ -91,6 +99,7 @@ def _get_taskset(name: str) -> TaskSet:
 
 
 @require_GET
+@reviewer_required
 def taskset_detail(request: HttpRequest, name: str) -> HttpResponse:
     taskset = _get_taskset(name)
     versions = list(taskset.versions.order_by("-number"))
@@ -105,15 +114,19 @@ def taskset_detail(request: HttpRequest, name: str) -> HttpResponse:
     }
     if latest is not None:
         tasks = latest.tasks.all()
+        finished_id = _last_finished_id(latest)
         context["flag_counts"] = (
-            Flag.objects.filter(task__version=latest, inspection_id=_last_finished_id(latest))
+            Flag.objects.filter(task__version=latest, inspection_id=finished_id)
             .values("code")
             .annotate(n=Count("id"))
             .order_by("-n")
         )
         context["quarantined"] = tasks.filter(status=Task.QUARANTINED).count()
         context["clean"] = services.clean_tasks(version=latest).count()
-        context["chart"] = charts.pass_rate_scatter(latest)
+        # The charts' figures, handed to the page through json_script.
+        context["dashboard"] = charts.dashboard(
+            latest, inspection=inspection, finished_id=finished_id
+        )
         context["terminal"] = tasks.filter(kind=Task.TERMINAL).exists()
         from inspector.detect.signals import learnability_distribution
 
@@ -136,6 +149,7 @@ def _last_finished_id(version) -> int | None:
 
 
 @require_POST
+@admin_required
 def taskset_inspect(request: HttpRequest, name: str) -> HttpResponse:
     taskset = _get_taskset(name)
     try:
@@ -152,6 +166,7 @@ def taskset_inspect(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @require_GET
+@admin_required
 def taskset_manifest(request: HttpRequest, name: str) -> StreamingHttpResponse:
     taskset = _get_taskset(name)
     version = services.taskset_latest_version(name=taskset.name)
@@ -165,6 +180,7 @@ def taskset_manifest(request: HttpRequest, name: str) -> StreamingHttpResponse:
 
 
 @require_GET
+@admin_required
 def taskset_report(request: HttpRequest, name: str) -> StreamingHttpResponse:
     taskset = _get_taskset(name)
     version = services.taskset_latest_version(name=taskset.name)
@@ -178,6 +194,7 @@ def taskset_report(request: HttpRequest, name: str) -> StreamingHttpResponse:
 
 
 @require_GET
+@reviewer_required
 def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
     inspection = get_object_or_404(Inspection, pk=pk)
     return JsonResponse(
@@ -193,28 +210,163 @@ def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 @require_GET
+@reviewer_required
 def queue(request: HttpRequest) -> HttpResponse:
     form = QueueFilterForm(request.GET or None)
-    filters = form.cleaned_data if form.is_valid() else {}
-    tasks = services.review_queue(
-        flag=filters.get("flag") or "",
-        status=filters.get("status") or "",
-        taskset=filters.get("taskset") or "",
+    filters = services_review.QueueFilter.from_query(form.cleaned_data if form.is_valid() else {})
+    tasks = services_review.queue_tasks(filters, user=request.user).select_related(
+        "version__taskset", "assignee", "claimed_by"
     )
-    page = Paginator(tasks, 50).get_page(request.GET.get("page"))
-    query = {k: v for k, v in filters.items() if v}
+    page = Paginator(tasks, settings.QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = urlencode(filters.as_query())
     return render(
         request,
         "inspector/queue.html",
-        {"form": form, "page": page, "query": urlencode(query)},
+        {
+            "form": form,
+            "page": page,
+            "query": query,
+            "filters": filters,
+            "saved": request.user.saved_filters.all(),
+            "reviewers": get_user_model()
+            .objects.filter(is_active=True)
+            .order_by("username")
+            .values_list("username", flat=True)[:200],
+            "is_admin": is_admin(request.user),
+        },
     )
 
 
-def _get_task(pk: int) -> Task:
-    return get_object_or_404(Task.objects.select_related("version__taskset"), pk=pk)
+def _queue_redirect(query: str) -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("inspector-queue") + (f"?{query}" if query else ""))
+
+
+@require_POST
+@reviewer_required
+def queue_bulk(request: HttpRequest) -> HttpResponse:
+    """A bulk action on the selected tasks, or on every task the posted filter matches."""
+    query = request.POST.get("query", "")
+    filters = services_review.QueueFilter.from_query(QueryDict(query))
+    form = BulkForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The bulk action was incomplete: " + form.errors.as_text())
+        return _queue_redirect(query)
+    data = form.cleaned_data
+    if data["scope"] == "selected":
+        if not data["task"]:
+            messages.error(request, "Select at least one task, or act on all matching tasks.")
+            return _queue_redirect(query)
+        tasks = Task.objects.filter(pk__in=data["task"])
+        expected = None
+    else:
+        tasks = services_review.queue_tasks(filters, user=request.user)
+        expected = data["expected"]
+    try:
+        result = services_review.bulk_apply(
+            tasks,
+            action=data["action"],
+            by=request.user,
+            reason=data["reason"],
+            flag=filters.flag,
+            assignee=data["assignee"],
+            expected=expected,
+        )
+    except services_review.ReviewError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, result.describe())
+    return _queue_redirect(query)
 
 
 @require_GET
+@admin_required
+def queue_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    """The tasks the queue's filter matches (flagged or not) as CSV (streamed) or Parquet."""
+    if fmt not in ("csv", "parquet"):
+        raise Http404("exports are .csv or .parquet")
+    form = QueueFilterForm(request.GET or None)
+    filters = services_review.QueueFilter.from_query(form.cleaned_data if form.is_valid() else {})
+    flagged_only = request.GET.get("all") != "1" and filters.shows_flagged_only
+    tasks = services_review.queue_tasks(filters, user=request.user, flagged_only=flagged_only)
+    return _report_response(tasks, fmt, "queue")
+
+
+def _report_response(tasks, fmt: str, stem: str) -> HttpResponse:
+    rows = services_review.report_rows(tasks)
+    if fmt == "csv":
+        response = StreamingHttpResponse(
+            services_review.csv_stream(rows), content_type="text/csv; charset=utf-8"
+        )
+    else:
+        response = HttpResponse(
+            services_review.parquet_bytes(rows), content_type="application/vnd.apache.parquet"
+        )
+    response["Content-Disposition"] = f'attachment; filename="{stem}-report.{fmt}"'
+    return response
+
+
+@require_GET
+@admin_required
+def taskset_report_table(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
+    """Every task of the set's latest version (or `?version=N`) as CSV or Parquet."""
+    if fmt not in ("csv", "parquet"):
+        raise Http404("reports are .jsonl, .csv or .parquet")
+    taskset = _get_taskset(name)
+    filters = services_review.QueueFilter(
+        taskset=taskset.name, version=request.GET.get("version", "").strip()
+    )
+    tasks = services_review.queue_tasks(filters, flagged_only=False).order_by("position", "id")
+    return _report_response(tasks, fmt, taskset.name)
+
+
+@require_POST
+@reviewer_required
+def filter_save(request: HttpRequest) -> HttpResponse:
+    query = request.POST.get("query", "")
+    filters = services_review.QueueFilter.from_query(QueryDict(query))
+    try:
+        saved = services_review.filter_save(
+            user=request.user, name=request.POST.get("name", ""), filters=filters
+        )
+    except services_review.ReviewError as exc:
+        messages.error(request, str(exc))
+        return _queue_redirect(query)
+    messages.success(request, f"Saved the filter {saved.name!r}.")
+    return HttpResponseRedirect(saved.get_absolute_url())
+
+
+@require_POST
+@reviewer_required
+def task_claim(request: HttpRequest, pk: int) -> JsonResponse:
+    """Claim the task for the reviewer who opened it, unless another reviewer holds it."""
+    task = _get_task(pk)
+    held = task.claim(by=request.user)
+    holder = task.claimed_by.get_username() if task.claimed_by else ""
+    return JsonResponse({"claimed": held, "by": holder}, status=200 if held else 409)
+
+
+@require_POST
+@reviewer_required
+def task_assign(request: HttpRequest, pk: int) -> HttpResponse:
+    task = _get_task(pk)
+    username = request.POST.get("assignee", "").strip()
+    to = get_user_model().objects.filter(username=username).first() if username else None
+    if username and to is None:
+        messages.error(request, f"No user named {username!r}.")
+    else:
+        task.assign(by=request.user, to=to)
+        messages.success(request, f"{task.task_id} assigned to {username or 'nobody'}.")
+    return _back(request, task)
+
+
+def _get_task(pk: int) -> Task:
+    return get_object_or_404(
+        Task.objects.select_related("version__taskset", "claimed_by", "assignee"), pk=pk
+    )
+
+
+@require_GET
+@reviewer_required
 def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
     task = _get_task(pk)
     flags = list(
@@ -255,6 +407,7 @@ def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "samples": task.samples.all()[:50],
             "files": _task_files(task),
             "probe_results": sorted(probe_results.items()),
+            "claimed_by_other": task.claimed_by_other(request.user),
             "quarantine_form": QuarantineForm(),
             "dismiss_form": DismissForm(),
         },
@@ -280,6 +433,18 @@ def _task_files(task: Task) -> list[dict]:
     return rows
 
 
+def _held_by_other(request: HttpRequest, task: Task) -> bool:
+    """True (with a message) when another reviewer is reviewing the task right now."""
+    if task.claimed_by_other(request.user):
+        messages.error(
+            request,
+            f"{task.claimed_by.get_username()} is reviewing {task.task_id}; "
+            "their claim lapses after a few minutes without activity.",
+        )
+        return True
+    return False
+
+
 def _back(request: HttpRequest, task: Task) -> HttpResponseRedirect:
     nxt = request.POST.get("next", "")
     if nxt.startswith("/") and not nxt.startswith("//"):
@@ -288,8 +453,11 @@ def _back(request: HttpRequest, task: Task) -> HttpResponseRedirect:
 
 
 @require_POST
+@reviewer_required
 def task_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
     task = _get_task(pk)
+    if _held_by_other(request, task):
+        return _back(request, task)
     form = QuarantineForm(request.POST)
     if form.is_valid():
         task.quarantine(by=request.user, reason=form.cleaned_data["reason"])
@@ -300,8 +468,11 @@ def task_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+@reviewer_required
 def task_release(request: HttpRequest, pk: int) -> HttpResponse:
     task = _get_task(pk)
+    if _held_by_other(request, task):
+        return _back(request, task)
     task.release(by=request.user, note=request.POST.get("note", ""))
     messages.success(request, f"{task.task_id} is released.")
     return _back(request, task)
@@ -312,16 +483,22 @@ def _get_flag(pk: int) -> Flag:
 
 
 @require_POST
+@reviewer_required
 def flag_confirm(request: HttpRequest, pk: int) -> HttpResponse:
     flag = _get_flag(pk)
+    if _held_by_other(request, flag.task):
+        return _back(request, flag.task)
     flag.confirm(by=request.user, note=request.POST.get("note", ""))
     messages.success(request, f"Confirmed {flag.code} on {flag.task.task_id}.")
     return _back(request, flag.task)
 
 
 @require_POST
+@reviewer_required
 def flag_dismiss(request: HttpRequest, pk: int) -> HttpResponse:
     flag = _get_flag(pk)
+    if _held_by_other(request, flag.task):
+        return _back(request, flag.task)
     form = DismissForm(request.POST)
     if form.is_valid():
         flag.dismiss(by=request.user, note=form.cleaned_data["note"])

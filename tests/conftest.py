@@ -121,7 +121,30 @@ def import_taskset():
 
 @pytest.fixture
 def reviewer(django_user_model):
-    return django_user_model.objects.create_user(username="reviewer", password="review-pass-1")
+    """A member of the reviewers group: triages, but cannot upload, inspect or export."""
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user(username="reviewer", password="review-pass-1")
+    user.groups.add(Group.objects.get_or_create(name="reviewers")[0])
+    return user
+
+
+@pytest.fixture
+def lead(django_user_model):
+    """A member of the admins group: also uploads, inspects, exports and manages users."""
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user(
+        username="lead", password="lead-pass-1", is_staff=True
+    )
+    user.groups.add(Group.objects.get_or_create(name="admins")[0])
+    return user
+
+
+@pytest.fixture
+def lead_client(client, lead):
+    client.force_login(lead)
+    return client
 
 
 @pytest.fixture

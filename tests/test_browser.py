@@ -5,6 +5,7 @@ thread reads the same test database because these tests are transactional."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -13,10 +14,10 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.actions.action_builder import ActionBuilder
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from inspector import services
-from inspector.models import Task
+from inspector.models import Inspection, Task
 from tests.conftest import ROOT, task
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -72,12 +73,17 @@ def screenshot(driver, name: str) -> None:
         driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
 
 
-def log_in(driver, live_server, path: str = "/queue/") -> None:
+def log_in(
+    driver,
+    live_server,
+    path: str = "/queue/",
+    user: tuple[str, str] = ("reviewer", "review-pass-1"),
+) -> None:
     driver.get(live_server.url + path)
     wait(driver).until(EC.presence_of_element_located((By.ID, "login")))
     assert driver.current_url.startswith(live_server.url + "/accounts/login/")
-    driver.find_element(By.NAME, "username").send_keys("reviewer")
-    driver.find_element(By.NAME, "password").send_keys("review-pass-1")
+    driver.find_element(By.NAME, "username").send_keys(user[0])
+    driver.find_element(By.NAME, "password").send_keys(user[1])
     driver.find_element(By.ID, "login").click()
     wait(driver).until(EC.url_to_be(live_server.url + path))
 
@@ -86,7 +92,18 @@ def queue_row(driver, task_id: str):
     return driver.find_element(By.CSS_SELECTOR, f'tr.queue-row[data-task-id="{task_id}"]')
 
 
-def test_a_reviewer_logs_in_opens_the_queue_and_quarantines_a_flagged_task(
+def press(driver, key: str) -> None:
+    driver.find_element(By.TAG_NAME, "body").send_keys(key)
+
+
+def answer_prompt(driver, text: str) -> None:
+    alert = wait(driver).until(EC.alert_is_present())
+    if text:
+        alert.send_keys(text)
+    alert.accept()
+
+
+def test_a_reviewer_filters_the_queue_triages_with_the_keyboard_and_bulk_quarantines(
     browser, live_server, import_taskset, inspect_now, reviewer
 ):
     assert inspect_now(import_taskset()).status == "finished"
@@ -105,26 +122,118 @@ def test_a_reviewer_logs_in_opens_the_queue_and_quarantines_a_flagged_task(
     assert "planted/clean" not in listed
     screenshot(browser, "queue")
 
-    row = queue_row(browser, "planted/unsolvable")
-    row.find_element(By.NAME, "reason").send_keys("the check contradicts itself")
-    row.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait(browser).until(EC.staleness_of(row))
-    row = queue_row(browser, "planted/unsolvable")
-    assert "quarantined" in row.find_element(By.CSS_SELECTOR, "td.status-quarantined").text
+    # Filter: the choice lands in the URL, so the view can be shared.
+    Select(browser.find_element(By.NAME, "review")).select_by_value("pending")
+    Select(browser.find_element(By.NAME, "sort")).select_by_value("task")
+    browser.find_element(By.ID, "apply-filter").click()
+    wait(browser).until(EC.url_contains("review=pending"))
+    assert "sort=task" in browser.current_url
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.queue-row")
+    order = [r.get_attribute("data-task-id") for r in rows]
+    assert order == sorted(order)
 
-    row.find_element(By.LINK_TEXT, "planted/unsolvable").click()
+    # Keyboard: ? lists the keys, j moves down, q quarantines the current task with a reason.
+    press(browser, "?")
+    assert browser.find_element(By.ID, "keys").is_displayed()
+    press(browser, "j")
+    current = browser.find_element(By.CSS_SELECTOR, "tr.queue-row.current")
+    assert current.get_attribute("data-task-id") == order[1]
+    press(browser, "q")
+    answer_prompt(browser, "the check contradicts itself")
+    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, ".messages li.success")))
+    assert "1 of 1 tasks quarantined" in browser.find_element(By.CSS_SELECTOR, ".messages").text
+    assert Task.objects.get(task_id=order[1]).status == Task.QUARANTINED
+    # d dismisses the open flags of the (first) current task, with a note.
+    press(browser, "d")
+    answer_prompt(browser, "expected: the probe is a no-op")
+    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, ".messages li.success")))
+    first = Task.objects.get(task_id=order[0])
+    assert first.flags.filter(status="dismissed").exists() and not first.pending_review
+
+    # o opens the current task; its page shows the audit trail.
+    browser.get(live_server.url + "/queue/?review=pending&sort=task")
+    press(browser, "o")
     wait(browser).until(EC.presence_of_element_located((By.ID, "task-status")))
-    assert browser.find_element(By.ID, "task-status").text == "quarantined"
-    history = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#history tr")]
-    assert any(
-        "reviewer" in r and "quarantined" in r and "the check contradicts itself" in r
-        for r in history
-    ), history
     screenshot(browser, "task")
 
+    # Bulk: quarantine everything the filter matches, with the count confirmed first.
+    browser.get(live_server.url + "/queue/?flag=mislabeled")
+    count = browser.find_element(By.ID, "bulk-all").get_attribute("data-count")
+    assert count == "1"
+    browser.find_element(By.ID, "bulk-reason").send_keys("reference is wrong")
+    browser.find_element(By.ID, "bulk-all").click()
+    confirm = wait(browser).until(EC.alert_is_present())
+    assert "quarantine all 1 tasks" in confirm.text
+    confirm.accept()
+    wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, ".messages li.success")))
+    assert Task.objects.get(task_id="planted/mislabeled").status == Task.QUARANTINED
+
     in_manifest = {line["task_id"] for line in services.manifest_lines(taskset_name="planted")}
-    assert "planted/unsolvable" not in in_manifest
+    assert "planted/mislabeled" not in in_manifest and order[1] not in in_manifest
     assert "planted/clean" in in_manifest
+
+
+def test_an_admin_uploads_a_set_watches_its_inspection_finish_and_downloads_the_manifest(
+    browser, live_server, lead, reviewer, start_worker, tmp_path, settings
+):
+    from tests.conftest import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
+
+    start_worker(
+        "browser",
+        INSPECT_REFERENCE_REPEATS="12",
+        INSPECT_SAMPLE_REPEATS="2",
+        INSPECT_MUTANTS="0",
+        INSPECT_BEHAVIOUR="False",
+    )
+    tasks_file, samples_file = tmp_path / "tasks.jsonl", tmp_path / "samples.jsonl"
+    tasks_file.write_bytes(jsonl(PLANTED_TASKS))
+    samples_file.write_bytes(jsonl(PLANTED_SAMPLES))
+
+    log_in(browser, live_server, "/", user=("lead", "lead-pass-1"))
+    browser.find_element(By.NAME, "name").send_keys("uploaded")
+    browser.find_element(By.NAME, "tasks_file").send_keys(str(tasks_file))
+    browser.find_element(By.NAME, "samples_file").send_keys(str(samples_file))
+    browser.find_element(By.ID, "upload").click()
+    wait(browser).until(EC.url_to_be(live_server.url + "/tasksets/uploaded/"))
+    browser.find_element(By.ID, "inspect").click()
+    # The worker process runs it; the page polls the progress and reloads at the end.
+    wait(browser, 120).until(
+        EC.text_to_be_present_in_element((By.ID, "progress-status"), "finished")
+    )
+    assert browser.find_element(By.ID, "progress-percent").text == "100%"
+    flags = {a.text.split(":")[0] for a in browser.find_elements(By.CSS_SELECTOR, "a.flag")}
+    assert {"unsolvable", "mislabeled", "flaky", "reward_hackable"} <= flags
+
+    Task.objects.get(version__taskset__name="uploaded", task_id="planted/flaky").quarantine(
+        by=reviewer, reason="seeded random"
+    )
+    href = browser.find_element(By.ID, "download-manifest").get_attribute("href")
+    body = browser.execute_async_script(
+        "const done = arguments[1]; fetch(arguments[0]).then((r) => r.text()).then(done);", href
+    )
+    ids = [json.loads(line)["task_id"] for line in body.splitlines()]
+    assert ids and "planted/flaky" not in ids and "planted/clean" in ids
+
+
+def test_a_reviewer_sees_no_admin_controls_and_is_refused_an_admin_action(
+    browser, live_server, import_taskset, reviewer
+):
+    import_taskset()
+    log_in(browser, live_server, "/")
+    assert browser.find_elements(By.ID, "upload") == []
+    assert browser.find_element(By.ID, "upload-needs-admin").is_displayed()
+
+    # The server refuses even a request crafted by hand (with a valid CSRF token).
+    browser.get(live_server.url + "/queue/")
+    browser.execute_script(
+        """const form = document.createElement("form");
+        form.method = "post"; form.action = "/tasksets/planted/inspect";
+        const token = document.querySelector("input[name=csrfmiddlewaretoken]").cloneNode();
+        form.appendChild(token); document.body.appendChild(form); form.submit();"""
+    )
+    refused = wait(browser).until(EC.presence_of_element_located((By.ID, "forbidden")))
+    assert "needs the admin role" in refused.text
+    assert not Inspection.objects.exists()
 
 
 def test_a_prompt_holding_a_script_tag_is_shown_as_text_and_never_runs(
@@ -148,12 +257,12 @@ def test_a_prompt_holding_a_script_tag_is_shown_as_text_and_never_runs(
 
 
 def test_clicking_a_point_of_the_pass_rate_chart_opens_its_task(
-    browser, live_server, import_taskset, inspect_now, reviewer
+    browser, live_server, import_taskset, inspect_now, lead
 ):
     assert inspect_now(import_taskset()).status == "finished"
     target = Task.objects.get(task_id="planted/mislabeled")
 
-    log_in(browser, live_server, "/tasksets/planted/")
+    log_in(browser, live_server, "/tasksets/planted/", user=("lead", "lead-pass-1"))
     wait(browser).until(
         EC.presence_of_element_located((By.CSS_SELECTOR, "#chart-pass-rates .main-svg"))
     )
@@ -184,7 +293,7 @@ def test_clicking_a_point_of_the_pass_rate_chart_opens_its_task(
 
 
 def test_harbor_task_folders_uploaded_as_a_tar_gz_are_inspected_in_docker_and_flagged(
-    browser, live_server, reviewer, eager_celery, settings, tmp_path
+    browser, live_server, lead, eager_celery, settings, tmp_path
 ):
     from tests.test_terminal_inspection import DOCKER, HARBOR_DEMO, tar_gz
 
@@ -195,7 +304,7 @@ def test_harbor_task_folders_uploaded_as_a_tar_gz_are_inspected_in_docker_and_fl
     archive = tmp_path / "harbor-tasks.tar.gz"
     archive.write_bytes(tar_gz(HARBOR_DEMO, ["hello-file", "reward-file-hack"]))
 
-    log_in(browser, live_server, "/")
+    log_in(browser, live_server, "/", user=("lead", "lead-pass-1"))
     browser.find_element(By.NAME, "name").send_keys("harbor-browser")
     browser.find_element(By.NAME, "tasks_file").send_keys(str(archive))
     browser.find_element(By.ID, "upload").click()

@@ -124,8 +124,8 @@ def test_a_task_set_name_that_cannot_be_used_in_a_url_is_refused(import_taskset)
         import_taskset(name="../etc")
 
 
-def test_a_gzipped_upload_through_the_browser_form_is_stored_with_its_samples(reviewer_client):
-    response = reviewer_client.post(
+def test_a_gzipped_upload_through_the_browser_form_is_stored_with_its_samples(lead_client):
+    response = lead_client.post(
         "/tasksets/upload",
         {
             "name": "web",
@@ -140,8 +140,8 @@ def test_a_gzipped_upload_through_the_browser_form_is_stored_with_its_samples(re
     assert Sample.objects.filter(task__version__taskset__name="web").count() == len(PLANTED_SAMPLES)
 
 
-def test_a_bad_upload_through_the_browser_form_lists_the_problems(reviewer_client):
-    response = reviewer_client.post(
+def test_a_bad_upload_through_the_browser_form_lists_the_problems(lead_client):
+    response = lead_client.post(
         "/tasksets/upload",
         {
             "name": "web",
@@ -157,9 +157,9 @@ def test_a_bad_upload_through_the_browser_form_lists_the_problems(reviewer_clien
     assert not TaskSet.objects.filter(name="web").exists()
 
 
-def test_an_upload_larger_than_the_limit_is_refused(reviewer_client, settings):
+def test_an_upload_larger_than_the_limit_is_refused(lead_client, settings):
     settings.UPLOAD_MAX_BYTES = 1000
-    response = reviewer_client.post(
+    response = lead_client.post(
         "/tasksets/upload",
         {
             "name": "big",

@@ -59,7 +59,7 @@ def test_the_queue_filters_by_flag_status_and_task_set(reviewer_client, inspecte
 
     assert "planted/mislabeled" in by_flag and "planted/unsolvable" not in by_flag
     assert "planted/flaky" in quarantined and "planted/unsolvable" not in quarantined
-    assert "planted/unsolvable" in other_set and "1 task," in other_set
+    assert "planted/unsolvable" in other_set and "<strong>1</strong> task matches" in other_set
 
 
 def test_the_task_page_shows_the_prompt_tests_flags_and_the_runs_that_prove_them(
@@ -194,9 +194,9 @@ def test_a_version_not_yet_inspected_exports_an_empty_manifest(inspected, import
     assert manifest_ids() == []
 
 
-def test_the_manifest_download_streams_the_same_lines_in_the_same_order(reviewer_client, inspected):
+def test_the_manifest_download_streams_the_same_lines_in_the_same_order(lead_client, inspected):
     Flag.objects.get(code="reward_hackable").dismiss(by=None, note="fine")
-    response = reviewer_client.get("/tasksets/planted/manifest.jsonl")
+    response = lead_client.get("/tasksets/planted/manifest.jsonl")
     body = b"".join(response.streaming_content).decode()
 
     assert response["Content-Disposition"] == 'attachment; filename="planted-v1-manifest.jsonl"'

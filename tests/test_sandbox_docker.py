@@ -32,7 +32,7 @@ from workers.sandbox.docker import (
     DockerSandbox,
     sweep,
 )
-from workers.sandbox.local import SANDBOX_ENV
+from workers.sandbox.local import RUNNER_ENV, SANDBOX_ENV
 from workers.sandbox.session import FunctionTask
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -317,7 +317,7 @@ def test_how_the_engine_runs_a_container(sandbox, engine):
     assert host["NanoCpus"] == 1_000_000_000 and host["LogConfig"]["Type"] == "none"
     assert set(host["Tmpfs"]) == {"/tmp", "/work"}
     assert config["User"] == "65534:65534" and config["WorkingDir"] == "/work"
-    assert sorted(config["Env"]) == sorted(f"{k}={v}" for k, v in SANDBOX_ENV.items())
+    assert sorted(config["Env"]) == sorted(f"{k}={v}" for k, v in RUNNER_ENV.items())
     assert config["Labels"][LABEL] == "1" and config["Labels"][WORKER_LABEL] == WORKER
     assert info["Name"].startswith(f"/{NAME_PREFIX}{socket.gethostname()}-{os.getpid()}-")
     assert info["State"]["Running"] and config["OpenStdin"] and config["StdinOnce"]

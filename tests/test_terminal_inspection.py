@@ -89,11 +89,11 @@ def flags_by_task(version) -> dict[str, set[str]]:
 @needs_docker
 @pytest.mark.django_db(transaction=True)
 def test_harbor_folders_uploaded_as_a_tar_gz_are_inspected_and_each_planted_defect_is_flagged(
-    reviewer_client, eager_celery, django_capture_on_commit_callbacks, terminal_repeats
+    lead_client, eager_celery, django_capture_on_commit_callbacks, terminal_repeats
 ):
     samples = (ROOT / "inspector" / "demo" / "terminal-samples.jsonl").read_bytes()
     response = upload(
-        reviewer_client, "harbor-demo", tar_gz(HARBOR_DEMO), "tasks.tar.gz", samples=samples
+        lead_client, "harbor-demo", tar_gz(HARBOR_DEMO), "tasks.tar.gz", samples=samples
     )
     assert response.status_code == 302, response.content.decode()[-2000:]
     taskset = TaskSet.objects.get(name="harbor-demo")
@@ -104,7 +104,7 @@ def test_harbor_folders_uploaded_as_a_tar_gz_are_inspected_and_each_planted_defe
     assert taskset.terminal_mode == TaskSet.FAITHFUL
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = reviewer_client.post(reverse("inspector-inspect", args=("harbor-demo",)))
+        response = lead_client.post(reverse("inspector-inspect", args=("harbor-demo",)))
     assert response.status_code == 302
     inspection = Inspection.objects.get(version=version)
     assert inspection.status == Inspection.FINISHED, inspection.error
@@ -132,9 +132,9 @@ def test_harbor_folders_uploaded_as_a_tar_gz_are_inspected_and_each_planted_defe
     assert "did not build" in broken.explanation
 
     # The evidence a reviewer sees: the build log, the stages' output, the lint findings.
-    page = reviewer_client.get(broken.task.get_absolute_url()).content.decode()
+    page = lead_client.get(broken.task.get_absolute_url()).content.decode()
     assert "jq: not found and no network to install it" in page
-    page = reviewer_client.get(flag("edit-tests-hack", "reward_hackable").task.get_absolute_url())
+    page = lead_client.get(flag("edit-tests-hack", "reward_hackable").task.get_absolute_url())
     page = page.content.decode()
     assert "tests-in-image" in page and "environment/Dockerfile" in page
     assert "earned a full reward" in page
@@ -145,7 +145,7 @@ def test_harbor_folders_uploaded_as_a_tar_gz_are_inspected_and_each_planted_defe
     assert reward_run.detail["verifier"]["exit_code"] == 0
 
     # The manifest lists only the clean task folder, with its content hash.
-    manifest = reviewer_client.get(reverse("inspector-manifest", args=("harbor-demo",)))
+    manifest = lead_client.get(reverse("inspector-manifest", args=("harbor-demo",)))
     lines = [json.loads(line) for line in b"".join(manifest.streaming_content).splitlines()]
     hello = Task.objects.get(version=version, task_id="hello-file")
     assert [(x["task_id"], x["folder"], x["content_hash"]) for x in lines] == [
@@ -224,14 +224,14 @@ def test_in_isolated_mode_only_the_weaknesses_of_the_task_itself_are_flagged(
 
 
 @pytest.mark.django_db
-def test_a_hostile_archive_is_refused_in_the_browser_and_nothing_is_stored(reviewer_client):
+def test_a_hostile_archive_is_refused_in_the_browser_and_nothing_is_stored(lead_client):
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
         info = tarfile.TarInfo("hello/../../etc/cron.d/evil")
         payload = b"* * * * * root true\n"
         info.size = len(payload)
         tar.addfile(info, io.BytesIO(payload))
-    response = upload(reviewer_client, "evil", out.getvalue(), "evil.tar.gz")
+    response = upload(lead_client, "evil", out.getvalue(), "evil.tar.gz")
     assert response.status_code == 400
     assert "etc/cron.d/evil" in response.content.decode()
     assert not TaskSet.objects.filter(name="evil").exists()

@@ -1,0 +1,338 @@
+"""The charts on the task-set page: what each one shows after an inspection, and that data from
+an upload reaches the page only as escaped JSON."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections import Counter
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+from inspector import charts
+from inspector.models import Flag, Inspection, Run, Task
+from tests import test_browser
+from tests.conftest import PLANTED_SAMPLES, PLANTED_TASKS
+
+pytestmark = pytest.mark.django_db
+
+CHART_IDS = (
+    "chart-pass-rates",
+    "chart-flags-by-kind",
+    "chart-flags-by-domain",
+    "chart-sample-pass-rates",
+    "chart-durations",
+    "chart-flag-trend",
+)
+DATA_SCRIPT = re.compile(
+    r'<script id="dashboard-data" type="application/json">(.*?)</script>', re.DOTALL
+)
+
+
+@pytest.fixture
+def inspected(import_taskset, inspect_now):
+    inspection = inspect_now(import_taskset())
+    assert inspection.status == Inspection.FINISHED
+    return inspection
+
+
+def taskset_page(client, name: str = "planted") -> str:
+    response = client.get(f"/tasksets/{name}/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def charts_on(page: str) -> dict[str, dict]:
+    """The figures the page hands to plotly, by element id, as the browser reads them."""
+    (data,) = DATA_SCRIPT.findall(page)
+    return {chart["id"]: chart["figure"] for chart in json.loads(data)["charts"]}
+
+
+def bars(figure: dict) -> dict[str, int]:
+    (trace,) = figure["data"]
+    return dict(zip(trace["x"], trace["y"], strict=True))
+
+
+def test_after_an_inspection_the_page_draws_every_chart_with_the_bundled_plotly(
+    reviewer_client, inspected
+):
+    page = taskset_page(reviewer_client)
+    figures = charts_on(page)
+
+    for element_id in CHART_IDS:
+        assert f'id="{element_id}"' in page
+        assert element_id in figures
+    assert '<script src="/assets/plotly.min.js"></script>' in page
+    assert "cdn.plot.ly" not in page and "cdn.jsdelivr" not in page
+
+
+def test_the_flags_by_kind_bars_count_the_flags_the_inspection_raised(reviewer_client, inspected):
+    figures = charts_on(taskset_page(reviewer_client))
+
+    raised = Counter(Flag.objects.filter(inspection=inspected).values_list("code", flat=True))
+    assert bars(figures["chart-flags-by-kind"]) == dict(raised)
+    assert {"unsolvable", "mislabeled", "flaky", "reward_hackable"} <= set(raised)
+
+
+def test_flags_by_domain_stack_each_code_and_name_an_empty_domain_none(
+    reviewer_client, import_taskset, inspect_now
+):
+    tasks = [dict(t, domain="arithmetic") for t in PLANTED_TASKS[:3]] + PLANTED_TASKS[3:]
+    inspection = inspect_now(import_taskset(tasks=tasks))
+    figure = charts_on(taskset_page(reviewer_client))["chart-flags-by-domain"]
+
+    shown = {
+        (domain, trace["name"]): n
+        for trace in figure["data"]
+        for domain, n in zip(trace["x"], trace["y"], strict=True)
+        if n
+    }
+    expected = Counter(
+        (domain or "(none)", code)
+        for domain, code in Flag.objects.filter(inspection=inspection).values_list(
+            "task__domain", "code"
+        )
+    )
+    assert shown == dict(expected)
+    assert shown[("arithmetic", "unsolvable")] == 1 and shown[("(none)", "flaky")] == 1
+    assert figure["layout"]["barmode"] == "stack"
+
+
+def test_the_pass_rate_scatter_opens_a_task_when_its_point_is_clicked(reviewer_client, inspected):
+    page = taskset_page(reviewer_client)
+    figure = charts_on(page)["chart-pass-rates"]
+
+    urls = {url for trace in figure["data"] for url in trace["customdata"]}
+    assert urls == {task.get_absolute_url() for task in Task.objects.all()}
+    assert "plotly_click" in page and "window.location = url" in page
+
+
+def test_the_histograms_count_each_task_once_by_its_rates(reviewer_client, inspected):
+    # Fixed learnability values, one task without any, to know which bin each lands in.
+    values = {
+        "planted/clean": 0.25,
+        "planted/unsolvable": 0.0,
+        "planted/mislabeled": 0.0,
+        "planted/flaky": 0.1,
+        "planted/hackable": None,
+    }
+    for task_id, value in values.items():
+        Task.objects.filter(task_id=task_id).update(learnability=value)
+    figures = charts_on(taskset_page(reviewer_client))
+
+    rated = Task.objects.exclude(sample_pass_rate=None).count()
+    assert sum(figures["chart-sample-pass-rates"]["data"][0]["y"]) == rated == len(PLANTED_TASKS)
+    learnability = figures["chart-learnability"]["data"][0]["y"]
+    # Ten bins over [0, 0.25]: 0 in the first, 0.1 in the fifth, the maximum in the last.
+    assert learnability == [2, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+
+
+def test_the_learnability_histogram_is_left_out_while_no_task_has_learnability(
+    reviewer_client, inspected
+):
+    Task.objects.update(learnability=None)
+    page = taskset_page(reviewer_client)
+
+    assert "chart-learnability" not in charts_on(page)
+    assert 'id="chart-learnability"' not in page
+
+
+def test_run_durations_are_split_by_run_kind(reviewer_client, inspected):
+    figure = charts_on(taskset_page(reviewer_client))["chart-durations"]
+
+    timed = Run.objects.filter(inspection=inspected).exclude(duration=None)
+    shown = {trace["name"]: sum(trace["y"]) for trace in figure["data"]}
+    assert shown == dict(Counter(timed.values_list("kind", flat=True)))
+    assert {"reference", "sample"} <= set(shown)
+    assert figure["layout"]["barmode"] == "stack"
+
+
+def test_the_flag_trend_has_one_point_per_finished_inspection_oldest_first(
+    reviewer_client, import_taskset, inspect_now
+):
+    first = inspect_now(import_taskset())
+    # A second version of the set: the trend follows the set across its versions.
+    second = inspect_now(import_taskset())
+    assert first.version_id != second.version_id
+    # Neither an unfinished inspection nor its flags show in the trend.
+    Inspection.objects.create(version=second.version, status=Inspection.RUNNING, runs_total=5)
+    figure = charts_on(taskset_page(reviewer_client))["chart-flag-trend"]
+
+    for trace in figure["data"]:
+        assert trace["x"] == [f"#{first.pk}", f"#{second.pk}"]
+        assert trace["y"] == [
+            Flag.objects.filter(inspection=i, code=trace["name"]).count() for i in (first, second)
+        ]
+    assert {t["name"] for t in figure["data"]} == set(Flag.objects.values_list("code", flat=True))
+
+
+def test_the_charts_need_as_many_queries_for_a_big_set_as_for_a_small_one(inspected):
+    version = inspected.version
+
+    def count_queries() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            charts.dashboard(version, inspection=inspected, finished_id=inspected.pk)
+        return len(queries)
+
+    small = count_queries()
+    # 200 more analysed tasks over 20 domains, each flagged, each with a timed run.
+    model = Task.objects.get(task_id="planted/clean")
+    extra = Task.objects.bulk_create(
+        Task(
+            version=version,
+            task_id=f"bulk/{i}",
+            position=100 + i,
+            prompt=model.prompt,
+            canonical_solution=model.canonical_solution,
+            test=model.test,
+            entry_point=model.entry_point,
+            domain=f"domain-{i % 20}",
+            source={},
+            content_hash=f"{i:064d}",
+            last_inspection=inspected,
+            sample_pass_rate=0.5,
+            reference_pass_rate=1.0,
+        )
+        for i in range(200)
+    )
+    Flag.objects.bulk_create(
+        Flag(task=t, inspection=inspected, code="flaky", severity=60, explanation="bulk")
+        for t in extra
+    )
+    Run.objects.bulk_create(
+        Run(inspection=inspected, task=t, kind=Run.REFERENCE, repeat=0, duration=0.5) for t in extra
+    )
+
+    assert count_queries() == small <= 8
+    figure = charts.dashboard(version, inspection=inspected, finished_id=inspected.pk)
+    by_kind = next(c for c in figure["charts"] if c["id"] == "chart-flags-by-kind")
+    assert bars(by_kind["figure"])["flaky"] == 201
+
+
+def test_a_set_never_inspected_shows_no_charts_and_no_errors(reviewer_client, import_taskset):
+    import_taskset()
+    page = taskset_page(reviewer_client)
+
+    assert "Not inspected yet." in page
+    assert 'id="dashboard-data"' not in page and "plotly.min.js" not in page
+    for element_id in (*CHART_IDS, "chart-learnability"):
+        assert element_id not in page
+
+
+def test_a_running_inspection_shows_a_progress_bar_that_polls_every_second(
+    reviewer_client, import_taskset
+):
+    version = import_taskset()
+    running = Inspection.objects.create(
+        version=version, status=Inspection.RUNNING, runs_total=40, runs_done=10
+    )
+    page = taskset_page(reviewer_client)
+    progress = reviewer_client.get(f"/inspections/{running.pk}/progress").json()
+
+    assert f'data-url="/inspections/{running.pk}/progress"' in page and 'data-active="1"' in page
+    assert "10 / 40 runs" in page and 'id="progress-percent">25%' in page
+    assert "setTimeout(tick, 1000)" in page and "window.location.reload()" in page
+    assert progress == {
+        "id": running.pk,
+        "status": "running",
+        "runs_done": 10,
+        "runs_total": 40,
+        "percent": 25,
+        "error": "",
+    }
+
+
+def test_a_finished_inspection_does_not_poll(reviewer_client, inspected):
+    assert 'data-active="0"' in taskset_page(reviewer_client)
+
+
+def test_a_hostile_domain_reaches_the_page_escaped_and_never_raw(
+    reviewer_client, import_taskset, inspect_now
+):
+    hostile = "<script>alert(1)</script>"
+    tasks = [dict(t, domain=hostile) for t in PLANTED_TASKS]
+    tasks[0]["task_id"] = "planted/<img src=x onerror=alert(2)>"
+    samples = [dict(s) for s in PLANTED_SAMPLES]
+    for sample in samples:
+        if sample["task_id"] == "planted/clean":
+            sample["task_id"] = tasks[0]["task_id"]
+    inspect_now(import_taskset(tasks=tasks, samples=samples))
+    page = taskset_page(reviewer_client)
+
+    assert hostile not in page and "<img src=x" not in page
+    # json_script writes < > & as \u003C \u003E \u0026: still one JSON string for the browser.
+    assert "\\u0026lt;script\\u0026gt;alert(1)" in page
+    figure = charts_on(page)["chart-flags-by-domain"]
+    # Escaped for plotly too, which shows the text as uploaded instead of reading it as markup.
+    assert {x for trace in figure["data"] for x in trace["x"]} == {
+        html.escape(hostile, quote=False)
+    }
+    scatter = charts_on(page)["chart-pass-rates"]
+    texts = [t for trace in scatter["data"] for t in trace["text"]]
+    assert any(t.startswith("planted/&lt;img src=x onerror=alert(2)&gt;<br>") for t in texts)
+
+
+# --- In a real browser -------------------------------------------------------------------------
+
+# The headless Chromium of the browser tests, shared rather than set up a second way.
+chromium = test_browser.chromium
+browser = test_browser.browser
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_in_a_browser_plotly_draws_every_chart_and_a_running_inspection_fills_its_bar(
+    browser, live_server, import_taskset, inspect_now, reviewer
+):
+    hostile = '<img src=x onerror="window.__pwned=1">'
+    inspect_now(import_taskset(tasks=[dict(t, domain=hostile) for t in PLANTED_TASKS]))
+    test_browser.log_in(browser, live_server, "/tasksets/planted/")
+    for element_id in CHART_IDS:
+        test_browser.wait(browser).until(
+            EC.presence_of_element_located((By.CSS_SELECTOR, f"#{element_id} .main-svg"))
+        )
+    # The domain is drawn as the text it is, and nothing in it ran.
+    ticks = browser.find_elements(By.CSS_SELECTOR, "#chart-flags-by-domain .xtick text")
+    assert [tick.text for tick in ticks] == [hostile]
+    assert browser.find_elements(By.CSS_SELECTOR, "#dashboard img") == []
+    assert browser.execute_script("return window.__pwned") is None
+
+    # A second inspection still running: the page polls it and reloads once it ends.
+    running = Inspection.objects.create(
+        version=Inspection.objects.get().version,
+        status=Inspection.RUNNING,
+        runs_total=4,
+        runs_done=1,
+    )
+    browser.get(live_server.url + "/tasksets/planted/")
+    assert browser.find_element(By.ID, "progress-percent").text == "25%"
+    Inspection.objects.filter(pk=running.pk).update(runs_done=3)
+    test_browser.wait(browser).until(
+        EC.text_to_be_present_in_element((By.ID, "progress-percent"), "75%")
+    )
+    assert browser.find_element(By.ID, "progress-text").text == "3 / 4 runs"
+    Inspection.objects.filter(pk=running.pk).update(status=Inspection.FINISHED, runs_done=4)
+    # Reloaded: the page of a finished inspection, which no longer polls.
+    WebDriverWait(browser, 15, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda driver: driver.find_element(By.ID, "progress").get_attribute("data-active") == "0"
+    )
+    assert browser.find_element(By.ID, "progress-status").text == "finished"
+
+    # A click on a scatter point (as plotly reports it) opens the task in its customdata.
+    target = Task.objects.get(task_id="planted/mislabeled").get_absolute_url()
+    test_browser.wait(browser).until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, "#chart-pass-rates .main-svg"))
+    )
+    browser.execute_script(
+        """const el = document.getElementById("chart-pass-rates");
+        el.emit("plotly_click", {points: [{customdata: arguments[0]}]});""",
+        target,
+    )
+    test_browser.wait(browser).until(EC.url_to_be(live_server.url + target))
