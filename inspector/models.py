@@ -112,6 +112,9 @@ class Task(models.Model):
     # Review: whether a flag of the latest inspection still awaits a reviewer's decision; who is
     # assigned the task; who is reviewing it right now (a claim lapses after CLAIM_MINUTES).
     pending_review = models.BooleanField(default=False)
+    # Whether the task belongs to its set's latest version (kept by the import), so the queue
+    # filters and orders on one indexed table.
+    in_latest_version = models.BooleanField(default=True)
     assignee = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -128,6 +131,32 @@ class Task(models.Model):
         indexes = [
             models.Index(fields=("version", "-severity", "id"), name="task_queue_idx"),
             models.Index(fields=("-severity", "id"), name="task_severity_idx"),
+            # The review queue: each set's latest version, by its filters and sort keys.
+            models.Index(
+                fields=("-severity", "id"),
+                condition=models.Q(in_latest_version=True),
+                name="task_latest_queue_idx",
+            ),
+            models.Index(
+                fields=("status", "-severity", "id"),
+                condition=models.Q(in_latest_version=True),
+                name="task_latest_status_idx",
+            ),
+            models.Index(
+                fields=("domain", "-severity", "id"),
+                condition=models.Q(in_latest_version=True),
+                name="task_latest_domain_idx",
+            ),
+            models.Index(
+                fields=("sample_pass_rate", "id"),
+                condition=models.Q(in_latest_version=True),
+                name="task_latest_samples_idx",
+            ),
+            models.Index(
+                fields=("reference_pass_rate", "id"),
+                condition=models.Q(in_latest_version=True),
+                name="task_latest_reference_idx",
+            ),
         ]
 
     def __str__(self) -> str:

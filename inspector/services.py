@@ -141,6 +141,10 @@ def taskset_import(
             task_count=len(task_rows),
             sample_count=len(sample_rows),
         )
+        # The queue lists the latest version's tasks by an indexed column of their own.
+        Task.objects.filter(version__taskset=taskset, in_latest_version=True).update(
+            in_latest_version=False
+        )
         tasks = Task.objects.bulk_create(
             [Task(version=version, position=i, **row) for i, row in enumerate(task_rows)],
             batch_size=500,

@@ -12,11 +12,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from inspector.models import Flag, ReviewEvent, SavedFilter, Task, TaskSetVersion
+from inspector.models import Flag, ReviewEvent, SavedFilter, Task
 
 
 class ReviewError(Exception):
@@ -30,9 +31,9 @@ SORTS = {
     "task": ("task_id", "id"),
     "-task": ("-task_id", "-id"),
     "samples": ("sample_pass_rate", "id"),
-    "-samples": ("-sample_pass_rate", "id"),
+    "-samples": ("-sample_pass_rate", "-id"),
     "reference": ("reference_pass_rate", "id"),
-    "-reference": ("-reference_pass_rate", "id"),
+    "-reference": ("-reference_pass_rate", "-id"),
 }
 REVIEW_STATES = ("pending", "reviewed", "unflagged")
 
@@ -87,22 +88,19 @@ def queue_tasks(
     tasks = Task.objects.all()
     if filters.taskset:
         tasks = tasks.filter(version__taskset__name=filters.taskset)
-        if filters.version.isdigit():
-            tasks = tasks.filter(version__number=int(filters.version))
-        else:
-            tasks = tasks.filter(version_id__in=_latest_version_ids())
+    if filters.taskset and filters.version.isdigit():
+        tasks = tasks.filter(version__number=int(filters.version))
     else:
-        tasks = tasks.filter(version_id__in=_latest_version_ids())
+        tasks = tasks.filter(in_latest_version=True)
     if filters.flag:
+        # open_flags lists the codes of the latest inspection's open and confirmed flags.
+        code = filters.flag
         tasks = tasks.filter(
-            Exists(
-                Flag.objects.filter(
-                    task=OuterRef("pk"),
-                    inspection=OuterRef("last_inspection"),
-                    code=filters.flag,
-                    status__in=Flag.BLOCKING,
-                )
-            )
+            Q(open_flags=code)
+            | Q(open_flags__startswith=code + ",")
+            | Q(open_flags__endswith="," + code)
+            | Q(open_flags__contains="," + code + ","),
+            severity__gt=0,
         )
     if filters.severity.isdigit():
         tasks = tasks.filter(severity__gte=int(filters.severity))
@@ -129,12 +127,39 @@ def queue_tasks(
     return tasks.order_by(*SORTS[filters.sort])
 
 
-def _latest_version_ids() -> QuerySet[TaskSetVersion]:
-    return TaskSetVersion.objects.filter(
-        number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
-        .order_by("-number")
-        .values("number")[:1]
-    ).values("pk")
+# What a queue row shows: the wide columns (prompt, code, source) stay on disk.
+QUEUE_COLUMNS = (
+    "task_id",
+    "version__number",
+    "version__taskset__name",
+    "domain",
+    "status",
+    "severity",
+    "open_flags",
+    "pending_review",
+    "reference_pass_rate",
+    "sample_pass_rate",
+    "assignee__username",
+    "claimed_by__username",
+    "claimed_at",
+)
+
+
+class KeysFirstPaginator(Paginator):
+    """Pages deep into a big queue cheaply: the page's ids first (an index-only scan in the
+    queue's order), then only those rows, with their joins."""
+
+    def page(self, number):
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        ids = list(self.object_list.values_list("pk", flat=True)[bottom : bottom + self.per_page])
+        rows = {task.pk: task for task in self.object_list.order_by().filter(pk__in=ids)}
+        return self._get_page([rows[pk] for pk in ids if pk in rows], number, self)
+
+
+def queue_page_tasks(tasks: QuerySet[Task]) -> QuerySet[Task]:
+    """`tasks` with only the columns a queue row shows (and the rows it joins)."""
+    return tasks.select_related("version__taskset", "assignee", "claimed_by").only(*QUEUE_COLUMNS)
 
 
 # --- Bulk actions ------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import logging
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import (
     Http404,
@@ -214,10 +213,11 @@ def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
 def queue(request: HttpRequest) -> HttpResponse:
     form = QueueFilterForm(request.GET or None)
     filters = services_review.QueueFilter.from_query(form.cleaned_data if form.is_valid() else {})
-    tasks = services_review.queue_tasks(filters, user=request.user).select_related(
-        "version__taskset", "assignee", "claimed_by"
+    tasks = services_review.queue_page_tasks(
+        services_review.queue_tasks(filters, user=request.user)
     )
-    page = Paginator(tasks, settings.QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    paginator = services_review.KeysFirstPaginator(tasks, settings.QUEUE_PAGE_SIZE)
+    page = paginator.get_page(request.GET.get("page"))
     query = urlencode(filters.as_query())
     return render(
         request,
