@@ -16,6 +16,7 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from inspector.models import Flag, ReviewEvent, SavedFilter, Task
 
@@ -52,6 +53,9 @@ class QueueFilter:
     assignee: str = ""  # a username, "none" for unassigned
     q: str = ""  # free text in the task id or the prompt
     sort: str = "severity"
+
+    # A free-text search counts its matches up to this many (KeysFirstPaginator).
+    SEARCH_COUNT_CAP = 1000
 
     @classmethod
     def from_query(cls, query) -> QueueFilter:
@@ -147,7 +151,23 @@ QUEUE_COLUMNS = (
 
 class KeysFirstPaginator(Paginator):
     """Pages deep into a big queue cheaply: the page's ids first (an index-only scan in the
-    queue's order), then only those rows, with their joins."""
+    queue's order), then only those rows, with their joins.
+
+    With `count_cap`, counting stops there (`capped` is then True): a free-text search that
+    matches most of 100,000 prompts would otherwise read them all just to count them."""
+
+    def __init__(self, object_list, per_page, *, count_cap: int | None = None) -> None:
+        super().__init__(object_list, per_page)
+        self.count_cap = count_cap
+        self.capped = False
+
+    @cached_property
+    def count(self) -> int:
+        if self.count_cap is None:
+            return self.object_list.count()
+        found = self.object_list.order_by().values("pk")[: self.count_cap + 1].count()
+        self.capped = found > self.count_cap
+        return min(found, self.count_cap)
 
     def page(self, number):
         number = self.validate_number(number)

@@ -216,7 +216,11 @@ def queue(request: HttpRequest) -> HttpResponse:
     tasks = services_review.queue_page_tasks(
         services_review.queue_tasks(filters, user=request.user)
     )
-    paginator = services_review.KeysFirstPaginator(tasks, settings.QUEUE_PAGE_SIZE)
+    paginator = services_review.KeysFirstPaginator(
+        tasks,
+        settings.QUEUE_PAGE_SIZE,
+        count_cap=filters.SEARCH_COUNT_CAP if filters.q else None,
+    )
     page = paginator.get_page(request.GET.get("page"))
     query = urlencode(filters.as_query())
     return render(
@@ -233,6 +237,7 @@ def queue(request: HttpRequest) -> HttpResponse:
             .order_by("username")
             .values_list("username", flat=True)[:200],
             "is_admin": is_admin(request.user),
+            "capped": paginator.count and paginator.capped,
         },
     )
 

@@ -321,3 +321,30 @@ def test_an_uploaded_task_id_holding_html_is_escaped_in_the_queue(
 
     page = reviewer_client.get("/queue/").content.decode()
     assert "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
+
+
+def test_a_search_matching_more_than_the_cap_says_so_and_offers_no_bulk_action_on_all(
+    reviewer_client, inspected, monkeypatch
+):
+    from inspector.services_review import QueueFilter
+
+    monkeypatch.setattr(QueueFilter, "SEARCH_COUNT_CAP", 2)
+    page = reviewer_client.get("/queue/?q=planted").content.decode()
+
+    assert "<strong>2+</strong>" in page and "narrow it to act on all of them" in page
+    assert 'id="bulk-all"' not in page
+    assert len(listed(reviewer_client.get("/queue/?q=planted"))) == 5
+
+
+def test_the_queue_lists_only_the_latest_version_unless_a_version_is_asked_for(
+    reviewer_client, import_taskset, inspect_now
+):
+    inspect_now(import_taskset())
+    inspect_now(import_taskset())  # the same set again: version 2
+
+    latest = listed(reviewer_client.get("/queue/"))
+    old = reviewer_client.get("/queue/?taskset=planted&version=1").content.decode()
+
+    assert len(latest) == len(set(latest)) == 4
+    assert 'class="queue-row"' in old and "planted v1" in old
+    assert "planted v1" not in reviewer_client.get("/queue/").content.decode()
