@@ -3,16 +3,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
 from inspector import services
 from inspector.models import TaskSet
+from inspector.roles import ADMINS, REVIEWERS
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 
 
 class Command(BaseCommand):
-    help = "Create the demo reviewer login and load (and inspect) the demo task set once."
+    help = "Create the demo login (reviewer and admin) and load (and inspect) the demo task set once."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--username", default="reviewer", help="demo reviewer's username")
@@ -22,9 +24,13 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         user, _ = get_user_model().objects.get_or_create(username=options["username"])
         user.set_password(options["password"])
+        user.is_staff = True  # the demo login may open the Django admin to add people
         user.save()
+        # The demo login does everything: triage (reviewers) and upload, inspect, export (admins).
+        for name in (REVIEWERS, ADMINS):
+            user.groups.add(Group.objects.get_or_create(name=name)[0])
         self.stdout.write(
-            f"Demo reviewer login: username {options['username']!r}, "
+            f"Demo login (reviewer and admin): username {options['username']!r}, "
             f"password {options['password']!r}"
         )
         if TaskSet.objects.filter(name="demo").exists():
