@@ -3,11 +3,13 @@ from __future__ import annotations
 from django.contrib import admin
 
 from inspector.models import (
+    ApiToken,
     Flag,
     Inspection,
     ReviewEvent,
     Run,
     Sample,
+    SavedFilter,
     Task,
     TaskSet,
     TaskSetVersion,
@@ -66,3 +68,17 @@ class ReviewEventAdmin(admin.ModelAdmin):
     list_display = ("created_at", "task", "actor", "action", "note")
     list_filter = ("action",)
     raw_id_fields = ("task", "flag", "actor")
+
+
+@admin.register(SavedFilter)
+class SavedFilterAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "query", "created_at")
+    list_filter = ("user",)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    # The key itself is never stored; only its hash and first characters.
+    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("user",)
+    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")

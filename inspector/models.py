@@ -489,3 +489,64 @@ class SavedFilter(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("inspector-queue") + ("?" + self.query if self.query else "")
+
+
+class ApiToken(models.Model):
+    """A bearer token for the JSON API, acting as its user (with the user's roles). Only a hash
+    is stored: the token itself is shown once, when it is created."""
+
+    PREFIX_LENGTH = 8
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=PREFIX_LENGTH, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…, {self.user})"
+
+    @staticmethod
+    def _hash(key: str) -> str:
+        import hashlib
+
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, *, user, name: str) -> tuple[ApiToken, str]:
+        """A new token for `user`; returns it and the key, which is never shown again."""
+        import secrets
+
+        key = "ei_" + secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            user=user,
+            name=name.strip()[:100] or "token",
+            prefix=key[3 : 3 + cls.PREFIX_LENGTH],
+            key_hash=cls._hash(key),
+        )
+        return token, key
+
+    @classmethod
+    def authenticate(cls, key: str) -> ApiToken | None:
+        """The live token with this key, marking it used; None for an unknown or revoked one."""
+        token = (
+            cls.objects.select_related("user")
+            .filter(key_hash=cls._hash(key), revoked_at__isnull=True, user__is_active=True)
+            .first()
+        )
+        if token is not None:
+            now = timezone.now()
+            if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+                cls.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token
+
+    def revoke(self) -> None:
+        self.revoked_at = timezone.now()
+        self.save(update_fields=("revoked_at",))

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from inspector import views
+from inspector import api, views
 
 urlpatterns = [
     path("", views.home, name="inspector-home"),
@@ -30,6 +30,17 @@ urlpatterns = [
     path("flags/<int:pk>/confirm", views.flag_confirm, name="inspector-flag-confirm"),
     path("flags/<int:pk>/dismiss", views.flag_dismiss, name="inspector-flag-dismiss"),
     path("assets/plotly.min.js", views.plotly_js, name="inspector-plotly"),
+    path("tokens/", views.tokens, name="inspector-tokens"),
+    path("tokens/<int:pk>/revoke", views.token_revoke, name="inspector-token-revoke"),
+    path("api/openapi.json", api.openapi, name="api-openapi"),
+    path("api/v1/tasksets", api.tasksets, name="api-tasksets"),
+    path("api/v1/tasksets/<str:name>/inspections", api.inspection_start, name="api-inspect"),
+    path("api/v1/tasksets/<str:name>/manifest.jsonl", api.manifest, name="api-manifest"),
+    path("api/v1/inspections/<int:pk>", api.inspection_detail, name="api-inspection"),
+    path("api/v1/tasks", api.task_list, name="api-tasks"),
+    path("api/v1/tasks/<int:pk>", api.task_detail, name="api-task"),
+    path("api/v1/tasks/<int:pk>/quarantine", api.task_quarantine, name="api-quarantine"),
+    path("api/v1/tasks/<int:pk>/release", api.task_release, name="api-release"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -28,7 +28,7 @@ from inspector import charts, services, services_review
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.formats.jsonl import jsonl_stream
 from inspector.forms import BulkForm, DismissForm, QuarantineForm, QueueFilterForm, UploadForm
-from inspector.models import Flag, Inspection, Run, Task, TaskSet
+from inspector.models import ApiToken, Flag, Inspection, Run, Task, TaskSet
 from inspector.roles import admin_required, is_admin, reviewer_required
 
 logger = logging.getLogger(__name__)
@@ -525,3 +525,30 @@ def _plotly_js() -> bytes:
 def plotly_js(request: HttpRequest) -> HttpResponse:
     # Served from the plotly package itself: the pages never load a script from elsewhere.
     return HttpResponse(_plotly_js(), content_type="application/javascript")
+
+
+@reviewer_required
+def tokens(request: HttpRequest) -> HttpResponse:
+    """Your API tokens: a new one is shown once, here, right after it is made."""
+    key = None
+    if request.method == "POST":
+        token, key = ApiToken.issue(user=request.user, name=request.POST.get("name", ""))
+        messages.success(
+            request, f"Token {token.name!r} created: copy it now, it is not shown again."
+        )
+    elif request.method != "GET":
+        return HttpResponse(status=405)
+    return render(
+        request,
+        "inspector/tokens.html",
+        {"tokens": request.user.api_tokens.all(), "new_key": key},
+    )
+
+
+@require_POST
+@reviewer_required
+def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, pk=pk, user=request.user)
+    token.revoke()
+    messages.success(request, f"Token {token.name!r} revoked.")
+    return redirect("inspector-tokens")

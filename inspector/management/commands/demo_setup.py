@@ -14,7 +14,9 @@ DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 
 
 class Command(BaseCommand):
-    help = "Create the demo login (reviewer and admin) and load (and inspect) the demo task set once."
+    help = (
+        "Create the demo login (reviewer and admin) and load (and inspect) the demo task set once."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--username", default="reviewer", help="demo reviewer's username")

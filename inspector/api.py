@@ -1,0 +1,269 @@
+"""The JSON API for training pipelines and the CI of environment builders: thin adapters over the
+same services the pages use, authenticated by bearer tokens (ApiToken) that act as their user
+with the user's roles. Every action lands in the same audit trail. Described by openapi.py."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from inspector import services, services_review
+from inspector.formats.humaneval import TaskSetFormatError
+from inspector.formats.jsonl import jsonl_stream
+from inspector.models import ApiToken, Inspection, Task, TaskSet
+from inspector.roles import is_admin, is_reviewer
+
+MAX_PAGE_SIZE = 500
+
+
+def error(status: int, message: str, **extra) -> JsonResponse:
+    return JsonResponse({"error": message, **extra}, status=status)
+
+
+def api_view(role: str, methods: tuple[str, ...]):
+    """Token authentication (never the session cookie, so no CSRF), the role, and the methods."""
+    check = is_admin if role == "admin" else is_reviewer
+
+    def decorator(view):
+        @csrf_exempt
+        @login_not_required
+        @require_http_methods(list(methods))
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs):
+            header = request.headers.get("Authorization", "")
+            scheme, _, key = header.partition(" ")
+            token = ApiToken.authenticate(key.strip()) if scheme.lower() == "bearer" else None
+            if token is None:
+                response = error(
+                    401, "a valid API token is required: Authorization: Bearer <token>"
+                )
+                response["WWW-Authenticate"] = "Bearer"
+                return response
+            request.user = token.user
+            if not check(token.user):
+                return error(403, f"this needs the {role} role")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+def _body(request: HttpRequest) -> dict:
+    if request.content_type == "application/json":
+        try:
+            data = json.loads(request.body or b"{}")
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+    return request.POST.dict()
+
+
+# --- Representations ---------------------------------------------------------------------------
+
+
+def inspection_json(inspection: Inspection) -> dict:
+    return {
+        "id": inspection.pk,
+        "taskset": inspection.version.taskset.name,
+        "version": inspection.version.number,
+        "status": inspection.status,
+        "runs_done": inspection.runs_done,
+        "runs_total": inspection.runs_total,
+        "percent": inspection.percent,
+        "created_at": inspection.created_at.isoformat(),
+        "finished_at": inspection.finished_at.isoformat() if inspection.finished_at else None,
+        "error": inspection.error,
+    }
+
+
+def task_json(task: Task) -> dict:
+    return {
+        "id": task.pk,
+        "task_id": task.task_id,
+        "taskset": task.version.taskset.name,
+        "version": task.version.number,
+        "status": task.status,
+        "quarantine_reason": task.quarantine_reason,
+        "severity": task.severity,
+        "flags": task.open_flag_list,
+        "pending_review": task.pending_review,
+        "reference_pass_rate": task.reference_pass_rate,
+        "sample_pass_rate": task.sample_pass_rate,
+        "learnability": task.learnability,
+        "assignee": task.assignee.get_username() if task.assignee_id else None,
+    }
+
+
+# --- Views -------------------------------------------------------------------------------------
+
+
+@api_view("reviewer", ("GET", "POST"))
+def tasksets(request: HttpRequest) -> JsonResponse:
+    if request.method == "POST":
+        return _taskset_upload(request)
+    rows = []
+    for taskset in TaskSet.objects.order_by("name"):
+        latest = taskset.latest_version()
+        rows.append(
+            {
+                "name": taskset.name,
+                "latest_version": latest.number if latest else None,
+                "task_count": latest.task_count if latest else 0,
+                "created_at": taskset.created_at.isoformat(),
+            }
+        )
+    return JsonResponse({"results": rows})
+
+
+def _taskset_upload(request: HttpRequest) -> JsonResponse:
+    if not is_admin(request.user):
+        return error(403, "this needs the admin role")
+    name = request.POST.get("name", "").strip()
+    tasks_file = request.FILES.get("tasks_file")
+    if not name or tasks_file is None:
+        return error(400, "multipart fields `name` and `tasks_file` are required")
+    samples_file = request.FILES.get("samples_file")
+    try:
+        version = services.taskset_import(
+            name=name,
+            tasks_file=tasks_file,
+            tasks_name=tasks_file.name,
+            samples_file=samples_file,
+            samples_name=samples_file.name if samples_file else "",
+            terminal_mode=request.POST.get("terminal_mode", ""),
+            by=request.user,
+        )
+    except TaskSetFormatError as exc:
+        issues = [str(issue) for issue in exc.issues]
+        return error(
+            400, f"{len(issues)} problems in the upload; nothing was stored", issues=issues[:200]
+        )
+    except services.ServiceError as exc:
+        return error(400, str(exc))
+    return JsonResponse(
+        {
+            "taskset": version.taskset.name,
+            "version": version.number,
+            "task_count": version.task_count,
+            "sample_count": version.sample_count,
+        },
+        status=201,
+    )
+
+
+@api_view("admin", ("POST",))
+def inspection_start(request: HttpRequest, name: str) -> JsonResponse:
+    try:
+        version = services.taskset_latest_version(name=name)
+        inspection = services.inspection_start(version=version, by=request.user)
+    except services.ServiceError as exc:
+        status = 404 if not TaskSet.objects.filter(name=name).exists() else 409
+        return error(status, str(exc))
+    return JsonResponse(inspection_json(inspection), status=202)
+
+
+@api_view("reviewer", ("GET",))
+def inspection_detail(request: HttpRequest, pk: int) -> JsonResponse:
+    inspection = Inspection.objects.select_related("version__taskset").filter(pk=pk).first()
+    if inspection is None:
+        return error(404, f"no inspection #{pk}")
+    return JsonResponse(inspection_json(inspection))
+
+
+@api_view("reviewer", ("GET",))
+def task_list(request: HttpRequest) -> JsonResponse:
+    filters = services_review.QueueFilter.from_query(request.GET)
+    flagged_only = request.GET.get("all") != "1" and filters.shows_flagged_only
+    tasks = services_review.queue_page_tasks(
+        services_review.queue_tasks(filters, user=request.user, flagged_only=flagged_only)
+    )
+    try:
+        size = min(max(int(request.GET.get("page_size", 100)), 1), MAX_PAGE_SIZE)
+        number = max(int(request.GET.get("page", 1)), 1)
+    except ValueError:
+        return error(400, "page and page_size are whole numbers")
+    paginator = services_review.KeysFirstPaginator(tasks, size)
+    if number > max(paginator.num_pages, 1):
+        return error(404, f"page {number} is past the last page ({paginator.num_pages})")
+    page = paginator.page(number)
+    return JsonResponse(
+        {
+            "count": paginator.count,
+            "page": number,
+            "pages": paginator.num_pages,
+            "results": [task_json(task) for task in page],
+        }
+    )
+
+
+def _task(pk: int) -> Task | None:
+    return Task.objects.select_related("version__taskset", "assignee").filter(pk=pk).first()
+
+
+@api_view("reviewer", ("GET",))
+def task_detail(request: HttpRequest, pk: int) -> JsonResponse:
+    task = _task(pk)
+    if task is None:
+        return error(404, f"no task #{pk}")
+    data = task_json(task)
+    data["flag_details"] = [
+        {
+            "code": f.code,
+            "status": f.status,
+            "confidence": f.confidence,
+            "explanation": f.explanation,
+        }
+        for f in task.flags.filter(inspection_id=task.last_inspection_id)
+    ]
+    return JsonResponse(data)
+
+
+@api_view("reviewer", ("POST",))
+def task_quarantine(request: HttpRequest, pk: int) -> JsonResponse:
+    task = _task(pk)
+    if task is None:
+        return error(404, f"no task #{pk}")
+    if task.claimed_by_other(request.user):
+        return error(409, f"{task.claimed_by.get_username()} is reviewing this task")
+    reason = str(_body(request).get("reason", "")).strip()
+    if not reason:
+        return error(400, "a reason is required to quarantine a task")
+    task.quarantine(by=request.user, reason=reason)
+    return JsonResponse(task_json(task))
+
+
+@api_view("reviewer", ("POST",))
+def task_release(request: HttpRequest, pk: int) -> JsonResponse:
+    task = _task(pk)
+    if task is None:
+        return error(404, f"no task #{pk}")
+    if task.claimed_by_other(request.user):
+        return error(409, f"{task.claimed_by.get_username()} is reviewing this task")
+    task.release(by=request.user, note=str(_body(request).get("note", "")))
+    return JsonResponse(task_json(task))
+
+
+@api_view("admin", ("GET",))
+def manifest(request: HttpRequest, name: str) -> StreamingHttpResponse | JsonResponse:
+    if not TaskSet.objects.filter(name=name).exists():
+        return error(404, f"no task set named {name!r}")
+    response = StreamingHttpResponse(
+        jsonl_stream(services.manifest_lines(taskset_name=name)),
+        content_type="application/jsonl; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="{name}-manifest.jsonl"'
+    return response
+
+
+@login_not_required
+@require_http_methods(["GET"])
+def openapi(request: HttpRequest) -> JsonResponse:
+    from inspector.openapi import document
+
+    return JsonResponse(document(request.build_absolute_uri("/")[:-1]))
