@@ -21,6 +21,10 @@ class TaskSet(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     terminal_mode = models.CharField(max_length=10, choices=MODE_CHOICES, default=FAITHFUL)
+    # Scheduled re-inspection: an inactive set is never re-inspected; `reinspect_hours` overrides
+    # REINSPECT_EVERY_HOURS for this set (0: never).
+    active = models.BooleanField(default=True)
+    reinspect_hours = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -37,6 +41,15 @@ class TaskSet(models.Model):
 
     def latest_version(self) -> TaskSetVersion | None:
         return self.versions.order_by("-number").first()
+
+    @property
+    def reinspect_every_hours(self) -> float:
+        """Hours between scheduled inspections of the latest version; 0 means never."""
+        if not self.active:
+            return 0.0
+        if self.reinspect_hours is not None:
+            return self.reinspect_hours
+        return settings.REINSPECT_EVERY_HOURS
 
 
 class TaskSetVersion(models.Model):

@@ -119,9 +119,7 @@ def document(server: str = "") -> dict:
                 "schema": {
                     "type": "object",
                     "required": ["reason"],
-                    "properties": {
-                        "reason": {"type": "string", "minLength": 1, "pattern": "\\S"}
-                    },
+                    "properties": {"reason": {"type": "string", "minLength": 1, "pattern": "\\S"}},
                 }
             }
         },

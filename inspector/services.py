@@ -212,8 +212,9 @@ def inspection_config() -> dict:
 
 
 @transaction.atomic
-def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
-    """Create every run of an inspection and hand them to the workers once committed."""
+def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> Inspection:
+    """Create every run of an inspection and hand them to the workers once committed.
+    `trigger` says why it runs ("scheduled"; empty: someone asked)."""
     running = version.inspections.filter(
         status__in=(Inspection.QUEUED, Inspection.RUNNING, Inspection.ANALYSING)
     ).first()
@@ -223,6 +224,8 @@ def inspection_start(*, version: TaskSetVersion, by=None) -> Inspection:
             f"({running.runs_done}/{running.runs_total} runs); wait for it to finish."
         )
     config = inspection_config()
+    if trigger:
+        config["trigger"] = trigger
     terminal = version.tasks.filter(kind=Task.TERMINAL).exists()
     if terminal:
         config["mode"] = version.taskset.terminal_mode
@@ -736,6 +739,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
         findings = sorted(
             [*analysis.findings, *depth.findings], key=lambda f: (f.task_key, -f.severity)
         )
+    findings.extend(_drift(inspection, findings))
     with transaction.atomic():
         Flag.objects.filter(inspection_id=inspection_id).delete()
         # A reviewer's dismissal holds across re-inspections of the same task.
@@ -822,6 +826,90 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
     )
     inspection.refresh_from_db()
     return inspection
+
+
+def reinspect_due(*, now=None) -> list[Inspection]:
+    """Start a scheduled inspection of every active task set whose latest version was last
+    inspected longer ago than its re-inspection period (TaskSet.reinspect_every_hours). A set
+    never inspected, or with an inspection under way, is left alone."""
+    now = now or timezone.now()
+    started = []
+    for taskset in TaskSet.objects.filter(active=True).order_by("name"):
+        hours = taskset.reinspect_every_hours
+        version = taskset.latest_version()
+        if hours <= 0 or version is None:
+            continue
+        last = version.inspections.order_by("-pk").first()
+        if last is None or last.is_active or last.created_at > now - timedelta(hours=hours):
+            continue
+        try:
+            started.append(inspection_start(version=version, trigger="scheduled"))
+        except ServiceError as exc:  # one started in between
+            logger.info("scheduled inspection of %s skipped: %s", version, exc)
+    return started
+
+
+def _outcomes(inspection_id: int) -> dict[int, dict[str, int]]:
+    """Per task of an inspection: reference and sample runs passed and counted (sandbox errors
+    and build failures are not counted)."""
+    from django.db.models import Count, Q
+
+    counted = ~Q(outcome__in=("sandbox_error", "build_failed"))
+    rows = (
+        Run.objects.filter(
+            inspection_id=inspection_id, kind__in=(Run.REFERENCE, Run.SAMPLE), status=Run.DONE
+        )
+        .filter(counted)
+        .values("task_id", "kind")
+        .annotate(total=Count("id"), passed=Count("id", filter=Q(outcome="passed")))
+    )
+    out: dict[int, dict[str, int]] = {}
+    for row in rows:
+        mine = out.setdefault(row["task_id"], {})
+        mine[f"{row['kind']}_passed"] = row["passed"]
+        mine[f"{row['kind']}_total"] = row["total"]
+    return out
+
+
+def _drift(inspection: Inspection, findings) -> list:
+    """`drift` against the previous finished inspection of the same version (detect/drift.py)."""
+    from inspector.detect.drift import Outcomes, drift_findings
+
+    previous = (
+        Inspection.objects.filter(
+            version_id=inspection.version_id, status=Inspection.FINISHED, pk__lt=inspection.pk
+        )
+        .order_by("-pk")
+        .first()
+    )
+    if previous is None:
+        return []
+    before_flags: dict[int, set[str]] = {}
+    for task_pk, code in Flag.objects.filter(inspection=previous).values_list("task_id", "code"):
+        before_flags.setdefault(task_pk, set()).add(code)
+    now_flags: dict[int, set[str]] = {}
+    for finding in findings:
+        now_flags.setdefault(finding.task_key, set()).add(str(finding.code))
+
+    def table(counts: dict[int, dict[str, int]], flags: dict[int, set[str]]):
+        return {
+            task_pk: Outcomes(
+                reference_passed=c.get("reference_passed", 0),
+                reference_total=c.get("reference_total", 0),
+                sample_passed=c.get("sample_passed", 0),
+                sample_total=c.get("sample_total", 0),
+                flags=frozenset(flags.get(task_pk, ())),
+            )
+            for task_pk, c in counts.items()
+        }
+
+    return drift_findings(
+        table(_outcomes(inspection.pk), now_flags),
+        table(_outcomes(previous.pk), before_flags),
+        current_id=inspection.pk,
+        previous_id=previous.pk,
+        p_value=settings.DRIFT_P_VALUE,
+    )
 
 
 def _analyse_depth(inspection: Inspection, deeper_runs: list[dict], analysis):

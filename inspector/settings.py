@@ -259,6 +259,18 @@ HARNESS_FINDING_MIN_TASKS = envint("HARNESS_FINDING_MIN_TASKS", "3")
 ARCHIVE_MAX_FILES = envint("ARCHIVE_MAX_FILES", "5000")
 ARCHIVE_MAX_BYTES = envint("ARCHIVE_MAX_BYTES", str(200 * 1024 * 1024))
 ARCHIVE_MAX_RATIO = envint("ARCHIVE_MAX_RATIO", "100")
+# Drift: a sample pass rate that moved between two inspections of a version with a Fisher's
+# exact test p-value under this is flagged. Re-inspection: every active task set's latest version
+# is inspected again this many hours after its last inspection (0: never; a task set can
+# override it on its page); beat checks every REINSPECT_CHECK_MINUTES.
+DRIFT_P_VALUE = envfloat("DRIFT_P_VALUE", "0.01")
+REINSPECT_EVERY_HOURS = envfloat("REINSPECT_EVERY_HOURS", "24")
+REINSPECT_CHECK_MINUTES = envfloat("REINSPECT_CHECK_MINUTES", "5")
+CELERY_BEAT_SCHEDULE["reinspect-due"] = {
+    "task": "workers.reinspect_due",
+    "schedule": REINSPECT_CHECK_MINUTES * 60,
+}
+
 # Review: a reviewer's claim on a task lapses after this many minutes; queue page size; a bulk
 # action over "everything the filter matches" refuses more tasks than this.
 CLAIM_MINUTES = envint("CLAIM_MINUTES", "15")

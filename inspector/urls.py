@@ -10,6 +10,7 @@ urlpatterns = [
     path("tasksets/upload", views.taskset_upload, name="inspector-upload"),
     path("tasksets/<str:name>/", views.taskset_detail, name="inspector-taskset"),
     path("tasksets/<str:name>/inspect", views.taskset_inspect, name="inspector-inspect"),
+    path("tasksets/<str:name>/schedule", views.taskset_schedule, name="inspector-schedule"),
     path("tasksets/<str:name>/manifest.jsonl", views.taskset_manifest, name="inspector-manifest"),
     path("tasksets/<str:name>/report.jsonl", views.taskset_report, name="inspector-report"),
     path("inspections/<int:pk>/progress", views.inspection_progress, name="inspector-progress"),

@@ -552,3 +552,23 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     token.revoke()
     messages.success(request, f"Token {token.name!r} revoked.")
     return redirect("inspector-tokens")
+
+
+@require_POST
+@admin_required
+def taskset_schedule(request: HttpRequest, name: str) -> HttpResponse:
+    """A task set's re-inspection: active or not, and its own period (empty: the default)."""
+    taskset = _get_taskset(name)
+    raw = request.POST.get("reinspect_hours", "").strip()
+    try:
+        hours = float(raw) if raw else None
+        if hours is not None and not 0 <= hours <= 24 * 365:
+            raise ValueError
+    except ValueError:
+        messages.error(request, f"Hours must be a number from 0 to 8760, not {raw!r}.")
+        return redirect(taskset)
+    taskset.active = request.POST.get("active") == "1"
+    taskset.reinspect_hours = hours
+    taskset.save(update_fields=("active", "reinspect_hours"))
+    messages.success(request, "Schedule saved.")
+    return redirect(taskset)

@@ -142,7 +142,11 @@ def lead(django_user_model):
 
 
 @pytest.fixture
-def lead_client(client, lead):
+def lead_client(lead):
+    """A client of its own: a test may hold it and reviewer_client at once."""
+    from django.test import Client
+
+    client = Client()
     client.force_login(lead)
     return client
 

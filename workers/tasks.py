@@ -34,6 +34,14 @@ def inspection_analyse(inspection_id: int) -> None:
     services.inspection_analyse(inspection_id=inspection_id)
 
 
+@shared_task(name="workers.reinspect_due")
+def reinspect_due() -> list[int]:
+    """Beat: start the scheduled re-inspections that are due."""
+    from inspector import services
+
+    return [inspection.pk for inspection in services.reinspect_due()]
+
+
 @shared_task(name="workers.runs_sweep")
 def runs_sweep() -> dict[str, int]:
     from inspector import services

@@ -17,10 +17,12 @@ class FlagCode(StrEnum):
     DUPLICATE = "duplicate"
     ANSWER_LEAK = "answer_leak"
     ANOMALY = "anomaly"
+    DRIFT = "drift"
 
 
 SEVERITY: dict[FlagCode, int] = {
     FlagCode.BROKEN_ENVIRONMENT: 95,
+    FlagCode.DRIFT: 85,
     FlagCode.UNSOLVABLE: 90,
     FlagCode.MISLABELED: 80,
     FlagCode.REWARD_HACKABLE: 70,
