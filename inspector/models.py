@@ -457,12 +457,14 @@ class ReviewEvent(models.Model):
     QUARANTINE = "quarantine"
     RELEASE = "release"
     ASSIGN = "assign"
+    NEW_VERSION = "new_version"
     ACTION_CHOICES = [
         (CONFIRM, "confirmed a flag"),
         (DISMISS, "dismissed a flag"),
         (QUARANTINE, "quarantined"),
         (RELEASE, "released"),
         (ASSIGN, "assigned"),
+        (NEW_VERSION, "uploaded a new version"),
     ]
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")

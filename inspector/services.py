@@ -26,6 +26,7 @@ from inspector.formats.humaneval import read_taskset
 from inspector.models import (
     Flag,
     Inspection,
+    ReviewEvent,
     Run,
     Sample,
     Task,
@@ -163,6 +164,7 @@ def taskset_import(
             ],
             batch_size=500,
         )
+        _carry_review_over(version, tasks, by=by)
     logger.info(
         "imported task set %s v%s: %s tasks, %s samples",
         name,
@@ -171,6 +173,60 @@ def taskset_import(
         version.sample_count,
     )
     return version
+
+
+def _carry_review_over(version: TaskSetVersion, tasks: list[Task], *, by) -> None:
+    """A new version keeps the review of its task ids: a task quarantined in the previous version
+    stays quarantined when it came back unchanged (same content hash); one that changed comes
+    back active, with a line in its trail saying it replaces a quarantined task and can be
+    inspected again. Each task page shows the trail of its task id across versions."""
+    previous = (
+        TaskSetVersion.objects.filter(taskset_id=version.taskset_id, number__lt=version.number)
+        .order_by("-number")
+        .first()
+    )
+    if previous is None:
+        return
+    quarantined = {
+        task_id: (content_hash, reason)
+        for task_id, content_hash, reason in previous.tasks.filter(
+            status=Task.QUARANTINED
+        ).values_list("task_id", "content_hash", "quarantine_reason")
+    }
+    events = []
+    for task in tasks:
+        before = quarantined.get(task.task_id)
+        if before is None:
+            continue
+        content_hash, reason = before
+        if content_hash == task.content_hash:
+            Task.objects.filter(pk=task.pk).update(
+                status=Task.QUARANTINED, quarantine_reason=reason
+            )
+            note = f"unchanged since v{previous.number}, where it was quarantined: {reason}"
+            events.append(
+                ReviewEvent(task=task, actor=by, action=ReviewEvent.QUARANTINE, note=note)
+            )
+        else:
+            note = (
+                f"replaces v{previous.number}'s quarantined task ({reason}) with changed "
+                "content: inspect again to re-check it"
+            )
+            events.append(
+                ReviewEvent(task=task, actor=by, action=ReviewEvent.NEW_VERSION, note=note)
+            )
+    ReviewEvent.objects.bulk_create(events)
+
+
+def task_trail(task: Task):
+    """The audit trail of the task's id across every version of its set, newest first."""
+    return (
+        ReviewEvent.objects.filter(
+            task__version__taskset_id=task.version.taskset_id, task__task_id=task.task_id
+        )
+        .select_related("actor", "flag", "task__version")
+        .order_by("-created_at", "-id")
+    )
 
 
 def taskset_latest_version(*, name: str) -> TaskSetVersion:

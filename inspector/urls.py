@@ -24,6 +24,7 @@ urlpatterns = [
         name="inspector-report-table",
     ),
     path("tasks/<int:pk>/claim", views.task_claim, name="inspector-claim"),
+    path("tasks/<int:pk>/reinspect", views.task_reinspect, name="inspector-task-reinspect"),
     path("tasks/<int:pk>/assign", views.task_assign, name="inspector-assign"),
     path("tasks/<int:pk>/", views.task_detail, name="inspector-task"),
     path("tasks/<int:pk>/quarantine", views.task_quarantine, name="inspector-quarantine"),

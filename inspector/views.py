@@ -408,7 +408,8 @@ def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "task": task,
             "flags": flags,
             "history": history,
-            "events": task.events.select_related("actor", "flag"),
+            "events": services.task_trail(task),
+            "replaced": task.events.filter(action="new_version").exists(),
             "samples": task.samples.all()[:50],
             "files": _task_files(task),
             "probe_results": sorted(probe_results.items()),
@@ -572,3 +573,23 @@ def taskset_schedule(request: HttpRequest, name: str) -> HttpResponse:
     taskset.save(update_fields=("active", "reinspect_hours"))
     messages.success(request, "Schedule saved.")
     return redirect(taskset)
+
+
+@require_POST
+@admin_required
+def task_reinspect(request: HttpRequest, pk: int) -> HttpResponse:
+    """ "Fixed? Inspect again": inspect the latest version of the task's set, which holds it."""
+    task = _get_task(pk)
+    latest = task.version.taskset.latest_version()
+    if latest is None or latest.pk != task.version_id:
+        messages.error(request, f"{task.version} is not the latest version: open the task there.")
+        return redirect(task)
+    try:
+        inspection = services.inspection_start(version=latest, by=request.user)
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request, f"Inspection #{inspection.pk} of {latest} started to re-check {task.task_id}."
+        )
+    return redirect(task)

@@ -105,3 +105,34 @@ def test_an_admin_sets_a_sets_schedule_and_a_reviewer_cannot(
         "/tasksets/planted/schedule", {"active": "1", "reinspect_hours": "soon"}, follow=True
     )
     assert "Hours must be a number" in bad.content.decode()
+
+
+def test_a_new_version_keeps_the_review_of_each_task_id(
+    import_taskset, lead, lead_client, eager_celery, django_capture_on_commit_callbacks
+):
+    from tests.conftest import PLANTED_TASKS
+
+    import_taskset()
+    v1 = {t.task_id: t for t in Task.objects.all()}
+    v1["planted/flaky"].quarantine(by=lead, reason="random check")
+    v1["planted/unsolvable"].quarantine(by=lead, reason="contradicting asserts")
+    fixed = [dict(t) for t in PLANTED_TASKS]
+    for t in fixed:
+        if t["task_id"] == "planted/unsolvable":
+            t["test"] = "def check(candidate):\n    assert candidate(1) == 2\n"
+    import_taskset(tasks=fixed)
+
+    v2 = {t.task_id: t for t in Task.objects.filter(version__number=2)}
+    assert v2["planted/flaky"].status == Task.QUARANTINED  # came back unchanged
+    assert v2["planted/flaky"].quarantine_reason == "random check"
+    assert v2["planted/unsolvable"].status == Task.ACTIVE  # came back fixed
+    page = lead_client.get(v2["planted/unsolvable"].get_absolute_url()).content.decode()
+    assert "contradicting asserts" in page and "(in v1)" in page
+    assert "replaces v1&#x27;s quarantined task" in page
+    assert 'id="reinspect"' in page
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = lead_client.post(f"/tasks/{v2['planted/unsolvable'].pk}/reinspect", follow=True)
+    assert "started to re-check planted/unsolvable" in response.content.decode()
+    rechecked = Task.objects.get(pk=v2["planted/unsolvable"].pk)
+    assert rechecked.last_inspection is not None and "unsolvable" not in rechecked.open_flag_list
