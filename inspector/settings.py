@@ -175,7 +175,7 @@ CELERY_TASK_QUEUES = (
 CELERY_TASK_ROUTES = {"workers.runs_execute": {"queue": "sandbox", "routing_key": "sandbox"}}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
-    "sweep-runs": {"task": "workers.runs_sweep", "schedule": 30.0},
+    "sweep-runs": {"task": "workers.runs_sweep", "schedule": envfloat("SWEEP_EVERY_SECONDS", "30")},
 }
 
 # --- Sandbox and inspection ---------------------------------------------------------------------

@@ -463,3 +463,18 @@ def test_an_odd_task_is_an_anomaly_named_by_its_strongest_feature() -> None:
     assert "flake_rate=0.5" in found["t13"].explanation
     assert anomalies(frame.head(5)) == {}
     assert found == anomalies(frame, contamination=0.02)  # seeded
+
+
+def test_timing_jitter_among_identical_tasks_is_not_an_anomaly() -> None:
+    import pandas as pd
+
+    from inspector.detect.signals import anomalies
+
+    seconds = [0.004] * 39 + [0.23]  # one task ran while the machine was busy
+    frame = pd.DataFrame(
+        {"reference_pass_rate": [1.0] * 40, "mean_seconds": seconds},
+        index=[f"t{i}" for i in range(40)],
+    )
+    assert anomalies(frame) == {}
+    frame.loc["t39", "mean_seconds"] = 30.0  # a task that really runs for half a minute
+    assert list(anomalies(frame)) == ["t39"]

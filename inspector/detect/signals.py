@@ -809,6 +809,10 @@ class AnomalyScore:
 MIN_ANOMALY_ROWS = 10
 
 
+ANOMALY_SECONDS_FLOOR = 0.5  # seconds: below this, durations differ by jitter
+ANOMALY_VALUE_FLOOR = 0.05  # rates and shares
+
+
 def anomalies(
     features: pd.DataFrame,
     *,
@@ -820,8 +824,10 @@ def anomalies(
     index (one row per task; numeric columns such as pass rates, flake rate, survivor share,
     cluster count, durations; missing values take the column's median; constant columns are
     dropped). Each outlier names up to `top` features with the largest robust z-score
-    |x - median| / (1.4826 * MAD) (the mean absolute deviation when the MAD is 0; capped at 99),
-    at least one. Fewer than MIN_ANOMALY_ROWS rows: no outliers (too few to say what is usual).
+    |x - median| / (1.4826 * MAD) (the mean absolute deviation when the MAD is 0, and never less
+    than a floor: ANOMALY_SECONDS_FLOOR for durations, ANOMALY_VALUE_FLOOR otherwise; capped at
+    99) of at least 2; an outlier with no such feature is not reported. Fewer than
+    MIN_ANOMALY_ROWS rows: no outliers (too few to say what is usual).
     """
     from sklearn.ensemble import IsolationForest
 
@@ -840,14 +846,26 @@ def anomalies(
     median = numeric.median()
     mad = (numeric - median).abs().median() * 1.4826
     mean_dev = (numeric - median).abs().mean()
-    scale = mad.where(mad > 0, mean_dev).replace(0, np.nan)
+    scale = mad.where(mad > 0, mean_dev)
+    # A difference smaller than these is noise whatever the spread: a quarter second of timing
+    # jitter among identical tasks, a few points of a rate.
+    floor = pd.Series(
+        [
+            ANOMALY_SECONDS_FLOOR if str(c).endswith("seconds") else ANOMALY_VALUE_FLOOR
+            for c in numeric
+        ],
+        index=numeric.columns,
+    )
+    scale = np.maximum(scale, floor).replace(0, np.nan)
     z = ((numeric - median) / scale).fillna(0.0).clip(-99, 99)
 
     found: dict[Hashable, AnomalyScore] = {}
     for position in np.flatnonzero(outlier).tolist():
         row = z.iloc[position]
         order = row.abs().sort_values(ascending=False, kind="stable")
-        names = [name for name in order.index[:top] if abs(row[name]) >= 2.0] or [order.index[0]]
+        names = [name for name in order.index[:top] if abs(row[name]) >= 2.0]
+        if not names:
+            continue  # isolated only by differences within the noise floors
         found[numeric.index[position]] = AnomalyScore(
             score=round(float(scores[position]), 4),
             features=[str(name) for name in names],
