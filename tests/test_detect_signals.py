@@ -478,3 +478,9 @@ def test_timing_jitter_among_identical_tasks_is_not_an_anomaly() -> None:
     assert anomalies(frame) == {}
     frame.loc["t39", "mean_seconds"] = 30.0  # a task that really runs for half a minute
     assert list(anomalies(frame)) == ["t39"]
+
+
+def test_samples_that_time_out_where_the_reference_answers_are_not_a_disagreement() -> None:
+    reference = v("a", "b", "c")
+    slow = {f"s{i}": v("a", "b", "~timeout") for i in range(5)}
+    assert reference_disagrees(reference, slow, {k: 1.0 for k in slow}) is None

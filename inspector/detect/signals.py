@@ -467,7 +467,8 @@ def reference_disagrees(
 
     Passing samples: pass rate >= `pass_threshold`, with a vector. On an input, a clear majority
     is one outcome shared by at least `min_agreeing` of them and at least `majority` of all of
-    them; it counts when the reference's outcome (known, not a timeout) differs and at least one
+    them; it counts when the reference's outcome (known, not a timeout) differs from the
+    majority's (not a timeout either) and at least one
     of the two is a returned value (the reference raising one exception and the samples another
     is two ways of refusing an input outside the domain, not a disagreement). The evidence is the
     input with the strongest majority, preferring one where both returned values.
@@ -493,7 +494,9 @@ def reference_disagrees(
         if not counts:
             continue
         top, count = counts.most_common(1)[0]
-        if count < needed or top == mine or not (is_value(mine) or is_value(top)):
+        # Samples that ran out of time say nothing about what the answer is (a slower rewrite
+        # of the reference under load), however many of them.
+        if count < needed or top in (mine, TIMEOUT) or not (is_value(mine) or is_value(top)):
             continue
         found.append((count / len(ids), is_value(mine) and is_value(top), index, top))
     if not found:
