@@ -151,6 +151,11 @@ class Task(models.Model):
                 name="task_latest_queue_idx",
             ),
             models.Index(
+                fields=("-severity", "id"),
+                condition=models.Q(in_latest_version=True, pending_review=True),
+                name="task_latest_pending_idx",
+            ),
+            models.Index(
                 fields=("status", "-severity", "id"),
                 condition=models.Q(in_latest_version=True),
                 name="task_latest_status_idx",

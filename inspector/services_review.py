@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django.utils.functional import cached_property
@@ -55,7 +55,7 @@ class QueueFilter:
     sort: str = "severity"
 
     # A free-text search counts its matches up to this many (KeysFirstPaginator).
-    SEARCH_COUNT_CAP = 1000
+    SEARCH_COUNT_CAP = 200
 
     @classmethod
     def from_query(cls, query) -> QueueFilter:
@@ -172,7 +172,17 @@ class KeysFirstPaginator(Paginator):
     def page(self, number):
         number = self.validate_number(number)
         bottom = (number - 1) * self.per_page
-        ids = list(self.object_list.values_list("pk", flat=True)[bottom : bottom + self.per_page])
+        ids_query = self.object_list.values_list("pk", flat=True)[bottom : bottom + self.per_page]
+        if self.capped and connection.vendor == "postgresql":
+            # Many matches: walking the queue's own index in order finds a page of them at
+            # once, but PostgreSQL underestimates how many a text search matches and reads
+            # every trigram candidate instead (10x slower on 100,000 prompts).
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL enable_bitmapscan = off")
+                ids = list(ids_query)
+        else:
+            ids = list(ids_query)
         rows = {task.pk: task for task in self.object_list.order_by().filter(pk__in=ids)}
         return self._get_page([rows[pk] for pk in ids if pk in rows], number, self)
 
