@@ -194,3 +194,67 @@ def check_operation(op, key: str, excluded: list) -> None:
         case.call_and_validate(headers={"Authorization": f"Bearer {key}"}, excluded_checks=excluded)
 
     check()
+
+
+@pytest.mark.production
+@pytest.mark.django_db(transaction=True)
+def test_the_api_and_the_review_queue_on_postgresql_redis_and_the_docker_sandbox(
+    start_worker, lead, reviewer
+):
+    import time
+
+    from django.conf import settings
+    from django.db import connection
+
+    assert connection.vendor == "postgresql" and settings.SANDBOX_BACKEND == "docker"
+    assert settings.CELERY_BROKER_URL.startswith("redis://")
+    start_worker("api-production")
+    key = ApiToken.issue(user=lead, name="trainer")[1]
+    api = Client()
+    assert upload(api, key, name="prod-set").status_code == 201
+
+    def inspect_and_wait() -> dict:
+        started = api.post("/api/v1/tasksets/prod-set/inspections", **bearer(key)).json()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            status = api.get(f"/api/v1/inspections/{started['id']}", **bearer(key)).json()
+            if status["status"] in ("finished", "failed"):
+                return status
+            time.sleep(1)
+        pytest.fail("the inspection did not finish in 5 minutes")
+
+    first = inspect_and_wait()
+    assert first["status"] == "finished" and first["percent"] == 100
+    flagged = api.get("/api/v1/tasks", **bearer(key)).json()
+    assert {t["task_id"] for t in flagged["results"]} == {
+        "planted/unsolvable",
+        "planted/mislabeled",
+        "planted/flaky",
+        "planted/hackable",
+    }
+
+    # The queue on PostgreSQL: trigram search, and a bulk quarantine of the filter.
+    browser = Client()
+    browser.force_login(reviewer)
+    found = browser.get("/queue/?q=planted/mislab").content.decode()
+    assert 'data-task-id="planted/mislabeled"' in found and "<strong>1</strong>" in found
+    browser.post(
+        "/queue/bulk",
+        {
+            "query": "flag=flaky",
+            "action": "quarantine",
+            "scope": "filter",
+            "expected": 1,
+            "reason": "seeded random",
+        },
+    )
+    manifest = api.get("/api/v1/tasksets/prod-set/manifest.jsonl", **bearer(key))
+    ids = [json.loads(x)["task_id"] for x in b"".join(manifest.streaming_content).splitlines()]
+    assert ids == ["planted/clean"]
+
+    # Inspected again: both inspections are kept, and a stable task does not drift.
+    second = inspect_and_wait()
+    assert second["status"] == "finished"
+    clean = Task.objects.get(version__taskset__name="prod-set", task_id="planted/clean")
+    assert clean.last_inspection_id == second["id"] and not clean.flags.filter(code="drift")
+    assert clean.version.inspections.count() == 2
