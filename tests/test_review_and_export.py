@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from django.core.management import call_command
@@ -71,8 +73,9 @@ def test_the_task_page_shows_the_prompt_tests_flags_and_the_runs_that_prove_them
     assert "mislabeled" in page
     assert "reference passed 0 of 12 runs" in page
     assert "AssertionError" in page  # the failing reference's output tail
-    assert "def check(candidate)" in page
-    assert "return x - 1" in page
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))  # as shown: highlighting adds spans
+    assert "def check(candidate)" in text
+    assert "return x - 1" in text
 
 
 def test_quarantine_needs_a_reason_and_is_recorded_with_who_and_when(
@@ -160,7 +163,8 @@ def test_uploaded_html_is_shown_escaped(reviewer_client, import_taskset):
     page = reviewer_client.get(f"/tasks/{version.tasks.get().pk}/").content.decode()
 
     assert "<script>alert(1)</script>" not in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page.split('<pre id="prompt">')[1]))
+    assert shown.startswith("<script>alert(1)</script>")  # shown as text, highlighted or not
 
 
 def test_the_manifest_holds_only_clean_inspected_tasks_with_their_own_fields_and_quality(
@@ -246,3 +250,19 @@ def test_the_task_set_page_shows_progress_flag_counts_and_the_chart(reviewer_cli
     assert "chart-pass-rates" in page and "/assets/plotly.min.js" in page
     assert progress["runs_done"] == progress["runs_total"] > 0
     assert progress["status"] == "finished"
+
+
+def test_the_task_page_highlights_code_and_keeps_uploaded_html_inert(
+    reviewer_client, import_taskset
+):
+    from tests.conftest import PLANTED_TASKS
+
+    hostile = dict(PLANTED_TASKS[0])
+    hostile["canonical_solution"] = "    return '<script>alert(1)</script>'\n"
+    import_taskset(name="hl", tasks=[hostile], samples=[])
+    task = Task.objects.get(version__taskset__name="hl")
+
+    page = reviewer_client.get(task.get_absolute_url()).content.decode()
+    reference = page.split('<pre id="reference">')[1].split("</pre>")[0]
+    assert '<span class="hl-k">return</span>' in reference
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in reference and "<script>" not in reference
