@@ -223,6 +223,13 @@ class Task(models.Model):
             note=f"to {to.get_username()}" if to else "unassigned",
         )
 
+    def comment(self, *, by, text: str) -> ReviewEvent:
+        if not text.strip():
+            raise ValueError("A comment needs some text.")
+        return ReviewEvent.objects.create(
+            task=self, actor=by, action=ReviewEvent.COMMENT, note=text.strip()
+        )
+
     @transaction.atomic
     def quarantine(self, *, by, reason: str) -> ReviewEvent:
         if not reason.strip():
@@ -463,7 +470,9 @@ class ReviewEvent(models.Model):
     RELEASE = "release"
     ASSIGN = "assign"
     NEW_VERSION = "new_version"
+    COMMENT = "comment"
     ACTION_CHOICES = [
+        (COMMENT, "commented"),
         (CONFIRM, "confirmed a flag"),
         (DISMISS, "dismissed a flag"),
         (QUARANTINE, "quarantined"),

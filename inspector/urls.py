@@ -26,6 +26,7 @@ urlpatterns = [
     path("tasks/<int:pk>/claim", views.task_claim, name="inspector-claim"),
     path("tasks/<int:pk>/reinspect", views.task_reinspect, name="inspector-task-reinspect"),
     path("tasks/<int:pk>/assign", views.task_assign, name="inspector-assign"),
+    path("tasks/<int:pk>/comment", views.task_comment, name="inspector-comment"),
     path("tasks/<int:pk>/", views.task_detail, name="inspector-task"),
     path("tasks/<int:pk>/quarantine", views.task_quarantine, name="inspector-quarantine"),
     path("tasks/<int:pk>/release", views.task_release, name="inspector-release"),

@@ -593,3 +593,14 @@ def task_reinspect(request: HttpRequest, pk: int) -> HttpResponse:
             request, f"Inspection #{inspection.pk} of {latest} started to re-check {task.task_id}."
         )
     return redirect(task)
+
+
+@require_POST
+@reviewer_required
+def task_comment(request: HttpRequest, pk: int) -> HttpResponse:
+    task = _get_task(pk)
+    try:
+        task.comment(by=request.user, text=request.POST.get("text", "")[:5000])
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    return redirect(task)

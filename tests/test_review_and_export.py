@@ -266,3 +266,16 @@ def test_the_task_page_highlights_code_and_keeps_uploaded_html_inert(
     reference = page.split('<pre id="reference">')[1].split("</pre>")[0]
     assert '<span class="hl-k">return</span>' in reference
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in reference and "<script>" not in reference
+
+
+def test_a_reviewer_comments_on_a_task_and_the_comment_joins_its_trail(
+    reviewer_client, inspected, reviewer
+):
+    task = Task.objects.get(task_id="planted/flaky")
+    reviewer_client.post(f"/tasks/{task.pk}/comment", {"text": "asked the author about the seed"})
+    empty = reviewer_client.post(f"/tasks/{task.pk}/comment", {"text": "  "}, follow=True)
+
+    page = reviewer_client.get(task.get_absolute_url()).content.decode()
+    assert "commented" in page and "asked the author about the seed" in page
+    assert "A comment needs some text." in empty.content.decode()
+    assert task.events.filter(action="comment", actor=reviewer).count() == 1
