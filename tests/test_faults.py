@@ -135,13 +135,18 @@ def test_an_inspection_completes_with_every_run_once_when_redis_restarts_midway(
         version = import_taskset(name="redis-fault", tasks=tasks, samples=[])
         inspection = services.inspection_start(version=version)
         # The test publishes the dispatch on the test's Redis; the worker does the rest there.
-        Celery(broker=redis.url).send_task(
-            "workers.inspection_dispatch",
-            args=[inspection.pk],
-            queue="default",
-            routing_key="default",
-            exchange="default",
-        )
+        # An app of its own, never the current one: the rest of the suite keeps its broker.
+        publisher = Celery(broker=redis.url, set_as_current=False)
+        try:
+            publisher.send_task(
+                "workers.inspection_dispatch",
+                args=[inspection.pk],
+                queue="default",
+                routing_key="default",
+                exchange="default",
+            )
+        finally:
+            publisher.close()
         total = inspection.runs_total
         wait_for(
             lambda: Run.objects.filter(inspection=inspection, status=Run.DONE).count() > total // 5,
