@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 from inspector import services, services_review
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.formats.jsonl import jsonl_stream
-from inspector.models import ApiToken, Inspection, Task, TaskSet
+from inspector.models import ApiToken, ClaimedByOther, Inspection, Task, TaskSet
 from inspector.roles import is_admin, is_reviewer
 
 MAX_PAGE_SIZE = 500
@@ -229,12 +229,13 @@ def task_quarantine(request: HttpRequest, pk: int) -> JsonResponse:
     task = _task(pk)
     if task is None:
         return error(404, f"no task #{pk}")
-    if task.claimed_by_other(request.user):
-        return error(409, f"{task.claimed_by.get_username()} is reviewing this task")
     reason = str(_body(request).get("reason", "")).strip()
     if not reason:
         return error(400, "a reason is required to quarantine a task")
-    task.quarantine(by=request.user, reason=reason)
+    try:
+        task.quarantine(by=request.user, reason=reason)
+    except ClaimedByOther as exc:
+        return error(409, str(exc))
     return JsonResponse(task_json(task))
 
 
@@ -243,9 +244,10 @@ def task_release(request: HttpRequest, pk: int) -> JsonResponse:
     task = _task(pk)
     if task is None:
         return error(404, f"no task #{pk}")
-    if task.claimed_by_other(request.user):
-        return error(409, f"{task.claimed_by.get_username()} is reviewing this task")
-    task.release(by=request.user, note=str(_body(request).get("note", "")))
+    try:
+        task.release(by=request.user, note=str(_body(request).get("note", "")))
+    except ClaimedByOther as exc:
+        return error(409, str(exc))
     return JsonResponse(task_json(task))
 
 

@@ -12,6 +12,15 @@ from django.utils import timezone
 from inspector.detect.codes import combined_severity
 
 
+class ClaimedByOther(Exception):
+    """A review action on a task another reviewer is reviewing (their claim has not lapsed)."""
+
+
+def claim_lapse():
+    """Claims made before this moment have lapsed (CLAIM_MINUTES)."""
+    return timezone.now() - timezone.timedelta(minutes=settings.CLAIM_MINUTES)
+
+
 class TaskSet(models.Model):
     # How terminal tasks run: `faithful` as Harbor runs them (agent and check share a container),
     # `isolated` with the check in a fresh container that gets only the agent's work folder.
@@ -191,18 +200,25 @@ class Task(models.Model):
         """Someone else claimed the task within the last CLAIM_MINUTES."""
         if self.claimed_by_id is None or self.claimed_by_id == getattr(user, "pk", None):
             return False
-        lapse = timezone.now() - timezone.timedelta(minutes=settings.CLAIM_MINUTES)
-        return self.claimed_at is not None and self.claimed_at > lapse
+        return self.claimed_at is not None and self.claimed_at > claim_lapse()
+
+    def ensure_free_for(self, user) -> None:
+        """Raise ClaimedByOther when another reviewer is reviewing the task. Every review
+        action calls it, whichever door (page, API) it came through; the system (None) may act."""
+        if user is not None and self.claimed_by_other(user):
+            raise ClaimedByOther(
+                f"{self.claimed_by.get_username()} is reviewing {self.task_id}; "
+                "their claim lapses after a few minutes without activity."
+            )
 
     def claim(self, *, by) -> bool:
         """Claim the task for `by` unless another reviewer holds it; True when `by` holds it."""
-        lapse = timezone.now() - timezone.timedelta(minutes=settings.CLAIM_MINUTES)
         taken = (
             Task.objects.filter(pk=self.pk)
             .filter(
                 models.Q(claimed_by__isnull=True)
                 | models.Q(claimed_by=by)
-                | models.Q(claimed_at__lt=lapse)
+                | models.Q(claimed_at__lt=claim_lapse())
             )
             .update(claimed_by=by, claimed_at=timezone.now())
         )
@@ -214,6 +230,7 @@ class Task(models.Model):
 
     @transaction.atomic
     def assign(self, *, by, to) -> ReviewEvent:
+        self.ensure_free_for(by)
         self.assignee = to
         self.save(update_fields=("assignee",))
         return ReviewEvent.objects.create(
@@ -234,6 +251,7 @@ class Task(models.Model):
     def quarantine(self, *, by, reason: str) -> ReviewEvent:
         if not reason.strip():
             raise ValueError("A reason is required to quarantine a task.")
+        self.ensure_free_for(by)
         self.status = Task.QUARANTINED
         self.quarantine_reason = reason.strip()
         self.save(update_fields=("status", "quarantine_reason"))
@@ -243,6 +261,7 @@ class Task(models.Model):
 
     @transaction.atomic
     def release(self, *, by, note: str = "") -> ReviewEvent:
+        self.ensure_free_for(by)
         self.status = Task.ACTIVE
         self.quarantine_reason = ""
         self.save(update_fields=("status", "quarantine_reason"))
@@ -450,6 +469,7 @@ class Flag(models.Model):
         return self._review(by=by, status=Flag.DISMISSED, note=note, action=ReviewEvent.DISMISS)
 
     def _review(self, *, by, status: str, note: str, action: str) -> ReviewEvent:
+        self.task.ensure_free_for(by)
         self.status = status
         self.note = note.strip()
         self.reviewed_by = by

@@ -8,7 +8,6 @@ import csv
 import io
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -18,7 +17,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from inspector.models import Flag, ReviewEvent, SavedFilter, Task
+from inspector.models import Flag, ReviewEvent, SavedFilter, Task, claim_lapse
 
 
 class ReviewError(Exception):
@@ -256,7 +255,7 @@ def bulk_apply(
             f"the filter now matches {len(ids)} tasks, not the {expected} you were shown; "
             "nothing was changed: look again and retry"
         )
-    lapse = timezone.now() - timedelta(minutes=settings.CLAIM_MINUTES)
+    lapse = claim_lapse()
     with transaction.atomic():
         locked = Task.objects.filter(pk__in=ids).select_for_update()
         held = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 
@@ -28,7 +29,7 @@ from inspector import charts, services, services_review
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.formats.jsonl import jsonl_stream
 from inspector.forms import BulkForm, DismissForm, QuarantineForm, QueueFilterForm, UploadForm
-from inspector.models import ApiToken, Flag, Inspection, Run, Task, TaskSet
+from inspector.models import ApiToken, ClaimedByOther, Flag, Inspection, Run, Task, TaskSet
 from inspector.roles import admin_required, is_admin, reviewer_required
 
 logger = logging.getLogger(__name__)
@@ -208,11 +209,18 @@ def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
     )
 
 
+def _queue_filter(request: HttpRequest):
+    """The queue's filter form and the filter it stands for, from the URL."""
+    form = QueueFilterForm(request.GET or None)
+    return form, services_review.QueueFilter.from_query(
+        form.cleaned_data if form.is_valid() else {}
+    )
+
+
 @require_GET
 @reviewer_required
 def queue(request: HttpRequest) -> HttpResponse:
-    form = QueueFilterForm(request.GET or None)
-    filters = services_review.QueueFilter.from_query(form.cleaned_data if form.is_valid() else {})
+    form, filters = _queue_filter(request)
     tasks = services_review.queue_page_tasks(
         services_review.queue_tasks(filters, user=request.user)
     )
@@ -289,8 +297,7 @@ def queue_export(request: HttpRequest, fmt: str) -> HttpResponse:
     """The tasks the queue's filter matches (flagged or not) as CSV (streamed) or Parquet."""
     if fmt not in ("csv", "parquet"):
         raise Http404("exports are .csv or .parquet")
-    form = QueueFilterForm(request.GET or None)
-    filters = services_review.QueueFilter.from_query(form.cleaned_data if form.is_valid() else {})
+    _, filters = _queue_filter(request)
     flagged_only = request.GET.get("all") != "1" and filters.shows_flagged_only
     tasks = services_review.queue_tasks(filters, user=request.user, flagged_only=flagged_only)
     return _report_response(tasks, fmt, "queue")
@@ -359,8 +366,9 @@ def task_assign(request: HttpRequest, pk: int) -> HttpResponse:
     if username and to is None:
         messages.error(request, f"No user named {username!r}.")
     else:
-        task.assign(by=request.user, to=to)
-        messages.success(request, f"{task.task_id} assigned to {username or 'nobody'}.")
+        with _refused_when_claimed(request):
+            task.assign(by=request.user, to=to)
+            messages.success(request, f"{task.task_id} assigned to {username or 'nobody'}.")
     return _back(request, task)
 
 
@@ -439,16 +447,13 @@ def _task_files(task: Task) -> list[dict]:
     return rows
 
 
-def _held_by_other(request: HttpRequest, task: Task) -> bool:
-    """True (with a message) when another reviewer is reviewing the task right now."""
-    if task.claimed_by_other(request.user):
-        messages.error(
-            request,
-            f"{task.claimed_by.get_username()} is reviewing {task.task_id}; "
-            "their claim lapses after a few minutes without activity.",
-        )
-        return True
-    return False
+@contextlib.contextmanager
+def _refused_when_claimed(request: HttpRequest):
+    """Another reviewer is reviewing the task: the action is refused, with their name."""
+    try:
+        yield
+    except ClaimedByOther as exc:
+        messages.error(request, str(exc))
 
 
 def _back(request: HttpRequest, task: Task) -> HttpResponseRedirect:
@@ -462,14 +467,13 @@ def _back(request: HttpRequest, task: Task) -> HttpResponseRedirect:
 @reviewer_required
 def task_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
     task = _get_task(pk)
-    if _held_by_other(request, task):
-        return _back(request, task)
     form = QuarantineForm(request.POST)
-    if form.is_valid():
+    if not form.is_valid():
+        messages.error(request, "A reason is required to quarantine a task.")
+        return _back(request, task)
+    with _refused_when_claimed(request):
         task.quarantine(by=request.user, reason=form.cleaned_data["reason"])
         messages.success(request, f"{task.task_id} is quarantined: it stays out of the manifest.")
-    else:
-        messages.error(request, "A reason is required to quarantine a task.")
     return _back(request, task)
 
 
@@ -477,10 +481,9 @@ def task_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
 @reviewer_required
 def task_release(request: HttpRequest, pk: int) -> HttpResponse:
     task = _get_task(pk)
-    if _held_by_other(request, task):
-        return _back(request, task)
-    task.release(by=request.user, note=request.POST.get("note", ""))
-    messages.success(request, f"{task.task_id} is released.")
+    with _refused_when_claimed(request):
+        task.release(by=request.user, note=request.POST.get("note", ""))
+        messages.success(request, f"{task.task_id} is released.")
     return _back(request, task)
 
 
@@ -492,10 +495,9 @@ def _get_flag(pk: int) -> Flag:
 @reviewer_required
 def flag_confirm(request: HttpRequest, pk: int) -> HttpResponse:
     flag = _get_flag(pk)
-    if _held_by_other(request, flag.task):
-        return _back(request, flag.task)
-    flag.confirm(by=request.user, note=request.POST.get("note", ""))
-    messages.success(request, f"Confirmed {flag.code} on {flag.task.task_id}.")
+    with _refused_when_claimed(request):
+        flag.confirm(by=request.user, note=request.POST.get("note", ""))
+        messages.success(request, f"Confirmed {flag.code} on {flag.task.task_id}.")
     return _back(request, flag.task)
 
 
@@ -503,14 +505,13 @@ def flag_confirm(request: HttpRequest, pk: int) -> HttpResponse:
 @reviewer_required
 def flag_dismiss(request: HttpRequest, pk: int) -> HttpResponse:
     flag = _get_flag(pk)
-    if _held_by_other(request, flag.task):
-        return _back(request, flag.task)
     form = DismissForm(request.POST)
-    if form.is_valid():
+    if not form.is_valid():
+        messages.error(request, "A note is required to dismiss a flag: say why it is not a defect.")
+        return _back(request, flag.task)
+    with _refused_when_claimed(request):
         flag.dismiss(by=request.user, note=form.cleaned_data["note"])
         messages.success(request, f"Dismissed {flag.code} on {flag.task.task_id}.")
-    else:
-        messages.error(request, "A note is required to dismiss a flag: say why it is not a defect.")
     return _back(request, flag.task)
 
 

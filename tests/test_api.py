@@ -258,3 +258,22 @@ def test_the_api_and_the_review_queue_on_postgresql_redis_and_the_docker_sandbox
     clean = Task.objects.get(version__taskset__name="prod-set", task_id="planted/clean")
     assert clean.last_inspection_id == second["id"] and not clean.flags.filter(code="drift")
     assert clean.version.inspections.count() == 2
+
+
+def test_a_task_another_reviewer_is_reviewing_is_refused_through_the_api_too(
+    client, lead_key, import_taskset, reviewer
+):
+    import_taskset()
+    target = Task.objects.get(task_id="planted/flaky")
+    target.claim(by=reviewer)
+
+    response = client.post(
+        f"/api/v1/tasks/{target.pk}/quarantine",
+        json.dumps({"reason": "mine"}),
+        content_type="application/json",
+        **bearer(lead_key),
+    )
+
+    assert response.status_code == 409 and "reviewer is reviewing" in response.json()["error"]
+    target.refresh_from_db()
+    assert target.status == Task.ACTIVE
