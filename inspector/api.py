@@ -13,8 +13,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from inspector import services, services_review
+from inspector.downloads import jsonl_download
 from inspector.formats.humaneval import TaskSetFormatError
-from inspector.formats.jsonl import jsonl_stream
 from inspector.models import ApiToken, ClaimedByOther, Inspection, Task, TaskSet
 from inspector.roles import is_admin, is_reviewer
 
@@ -179,9 +179,8 @@ def inspection_detail(request: HttpRequest, pk: int) -> JsonResponse:
 @api_view("reviewer", ("GET",))
 def task_list(request: HttpRequest) -> JsonResponse:
     filters = services_review.QueueFilter.from_query(request.GET)
-    flagged_only = request.GET.get("all") != "1" and filters.shows_flagged_only
     tasks = services_review.queue_page_tasks(
-        services_review.queue_tasks(filters, user=request.user, flagged_only=flagged_only)
+        services_review.queue_tasks(filters, user=request.user)
     )
     try:
         size = min(max(int(request.GET.get("page_size", 100)), 1), MAX_PAGE_SIZE)
@@ -255,12 +254,7 @@ def task_release(request: HttpRequest, pk: int) -> JsonResponse:
 def manifest(request: HttpRequest, name: str) -> StreamingHttpResponse | JsonResponse:
     if not TaskSet.objects.filter(name=name).exists():
         return error(404, f"no task set named {name!r}")
-    response = StreamingHttpResponse(
-        jsonl_stream(services.manifest_lines(taskset_name=name)),
-        content_type="application/jsonl; charset=utf-8",
-    )
-    response["Content-Disposition"] = f'attachment; filename="{name}-manifest.jsonl"'
-    return response
+    return jsonl_download(services.manifest_lines(taskset_name=name), f"{name}-manifest.jsonl")
 
 
 @login_not_required

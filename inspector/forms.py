@@ -107,6 +107,9 @@ class QueueFilterForm(forms.Form):
         ],
     )
 
+    # "1": unflagged tasks too (exports and links; the page's form does not show it).
+    all = forms.ChoiceField(required=False, choices=[("", "flagged"), ("1", "all")])
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["taskset"].choices = [("", "every task set")] + [

@@ -52,6 +52,7 @@ class QueueFilter:
     assignee: str = ""  # a username, "none" for unassigned
     q: str = ""  # free text in the task id or the prompt
     sort: str = "severity"
+    all: str = ""  # "1": unflagged tasks too, whatever else the filter says
 
     # A free-text search counts its matches up to this many (KeysFirstPaginator).
     SEARCH_COUNT_CAP = 200
@@ -76,18 +77,12 @@ class QueueFilter:
 
     @property
     def shows_flagged_only(self) -> bool:
-        """Without a status, review state or search, the queue lists flagged tasks only."""
-        return not (self.status or self.review or self.q or self.flag)
+        """Without a status, review state, search or `all`, the queue lists flagged tasks only."""
+        return not (self.status or self.review or self.q or self.flag or self.all == "1")
 
 
-def queue_tasks(
-    filters: QueueFilter, *, user=None, flagged_only: bool | None = None
-) -> QuerySet[Task]:
-    """The tasks `filters` matches, in its order. `user` resolves the assignee "me";
-    `flagged_only` overrides the filter's default (flagged tasks only, unless it asks for
-    a status, review state, flag or text)."""
-    if flagged_only is None:
-        flagged_only = filters.shows_flagged_only
+def queue_tasks(filters: QueueFilter, *, user=None) -> QuerySet[Task]:
+    """The tasks `filters` matches, in its order. `user` resolves the assignee "me"."""
     tasks = Task.objects.all()
     if filters.taskset:
         tasks = tasks.filter(version__taskset__name=filters.taskset)
@@ -107,7 +102,7 @@ def queue_tasks(
         )
     if filters.severity.isdigit():
         tasks = tasks.filter(severity__gte=int(filters.severity))
-    elif flagged_only:
+    elif filters.shows_flagged_only:
         tasks = tasks.filter(severity__gt=0)
     if filters.domain:
         tasks = tasks.filter(domain=filters.domain)
@@ -172,15 +167,13 @@ class KeysFirstPaginator(Paginator):
         number = self.validate_number(number)
         bottom = (number - 1) * self.per_page
         ids_query = self.object_list.values_list("pk", flat=True)[bottom : bottom + self.per_page]
-        if self.capped and connection.vendor == "postgresql":
-            # Many matches: walking the queue's own index in order finds a page of them at
-            # once, but PostgreSQL underestimates how many a text search matches and reads
-            # every trigram candidate instead (10x slower on 100,000 prompts).
-            with transaction.atomic():
+        with transaction.atomic():
+            if self.capped and connection.vendor == "postgresql":
+                # Many matches: walking the queue's own index in order finds a page of them at
+                # once, but PostgreSQL underestimates how many a text search matches and reads
+                # every trigram candidate instead (10x slower on 100,000 prompts).
                 with connection.cursor() as cursor:
                     cursor.execute("SET LOCAL enable_bitmapscan = off")
-                ids = list(ids_query)
-        else:
             ids = list(ids_query)
         rows = {task.pk: task for task in self.object_list.order_by().filter(pk__in=ids)}
         return self._get_page([rows[pk] for pk in ids if pk in rows], number, self)
@@ -271,43 +264,31 @@ def bulk_apply(
     )
 
 
+def _task_update(action: str, reason: str, target) -> tuple[dict, dict, str, str]:
+    """A bulk action that changes tasks (as Task.quarantine, release and assign do one at a
+    time): which tasks it applies to, what it sets, and the action and note of each audit line."""
+    if action == "quarantine":
+        changes = {"status": Task.QUARANTINED, "quarantine_reason": reason}
+        return {"status": Task.ACTIVE}, changes, ReviewEvent.QUARANTINE, reason
+    if action == "release":
+        changes = {"status": Task.ACTIVE, "quarantine_reason": ""}
+        return {"status": Task.QUARANTINED}, changes, ReviewEvent.RELEASE, reason
+    note = f"to {target.get_username()}" if target else "unassigned"
+    return {}, {"assignee": target}, ReviewEvent.ASSIGN, note
+
+
 def _bulk(action: str, ids: list[int], *, by, reason: str, flag: str, target) -> int:
     now = timezone.now()
     changed = 0
     for start in range(0, len(ids), 2000):
         chunk = ids[start : start + 2000]
         events: list[ReviewEvent] = []
-        if action == "quarantine":
-            todo = list(
-                Task.objects.filter(pk__in=chunk, status=Task.ACTIVE).values_list("pk", flat=True)
-            )
-            Task.objects.filter(pk__in=todo).update(
-                status=Task.QUARANTINED, quarantine_reason=reason
-            )
-            events = [
-                ReviewEvent(task_id=pk, actor=by, action=ReviewEvent.QUARANTINE, note=reason)
-                for pk in todo
-            ]
-        elif action == "release":
-            todo = list(
-                Task.objects.filter(pk__in=chunk, status=Task.QUARANTINED).values_list(
-                    "pk", flat=True
-                )
-            )
-            Task.objects.filter(pk__in=todo).update(status=Task.ACTIVE, quarantine_reason="")
-            events = [
-                ReviewEvent(task_id=pk, actor=by, action=ReviewEvent.RELEASE, note=reason)
-                for pk in todo
-            ]
-        elif action == "assign":
-            todo = list(Task.objects.filter(pk__in=chunk).values_list("pk", flat=True))
-            Task.objects.filter(pk__in=todo).update(assignee=target)
-            note = f"to {target.get_username()}" if target else "unassigned"
-            events = [
-                ReviewEvent(task_id=pk, actor=by, action=ReviewEvent.ASSIGN, note=note)
-                for pk in todo
-            ]
-        elif action == "dismiss":
+        if action != "dismiss":
+            only, changes, event, note = _task_update(action, reason, target)
+            todo = list(Task.objects.filter(pk__in=chunk, **only).values_list("pk", flat=True))
+            Task.objects.filter(pk__in=todo).update(**changes)
+            events = [ReviewEvent(task_id=pk, actor=by, action=event, note=note) for pk in todo]
+        else:
             # The open flags of each task's latest inspection.
             open_flags = Flag.objects.filter(
                 task_id__in=chunk, status=Flag.OPEN, inspection_id=F("task__last_inspection_id")

@@ -26,8 +26,8 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from inspector import charts, services, services_review
+from inspector.downloads import jsonl_download
 from inspector.formats.humaneval import TaskSetFormatError
-from inspector.formats.jsonl import jsonl_stream
 from inspector.forms import BulkForm, DismissForm, QuarantineForm, QueueFilterForm, UploadForm
 from inspector.models import ApiToken, ClaimedByOther, Flag, Inspection, Run, Task, TaskSet
 from inspector.roles import admin_required, is_admin, reviewer_required
@@ -170,13 +170,10 @@ def taskset_inspect(request: HttpRequest, name: str) -> HttpResponse:
 def taskset_manifest(request: HttpRequest, name: str) -> StreamingHttpResponse:
     taskset = _get_taskset(name)
     version = services.taskset_latest_version(name=taskset.name)
-    response = StreamingHttpResponse(
-        jsonl_stream(services.manifest_lines(taskset_name=taskset.name)),
-        content_type="application/jsonl; charset=utf-8",
+    return jsonl_download(
+        services.manifest_lines(taskset_name=taskset.name),
+        f"{taskset.name}-v{version.number}-manifest.jsonl",
     )
-    filename = f"{taskset.name}-v{version.number}-manifest.jsonl"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 @require_GET
@@ -184,13 +181,10 @@ def taskset_manifest(request: HttpRequest, name: str) -> StreamingHttpResponse:
 def taskset_report(request: HttpRequest, name: str) -> StreamingHttpResponse:
     taskset = _get_taskset(name)
     version = services.taskset_latest_version(name=taskset.name)
-    response = StreamingHttpResponse(
-        jsonl_stream(services.report_lines(taskset_name=taskset.name)),
-        content_type="application/jsonl; charset=utf-8",
+    return jsonl_download(
+        services.report_lines(taskset_name=taskset.name),
+        f"{taskset.name}-v{version.number}-report.jsonl",
     )
-    filename = f"{taskset.name}-v{version.number}-report.jsonl"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 @require_GET
@@ -298,8 +292,7 @@ def queue_export(request: HttpRequest, fmt: str) -> HttpResponse:
     if fmt not in ("csv", "parquet"):
         raise Http404("exports are .csv or .parquet")
     _, filters = _queue_filter(request)
-    flagged_only = request.GET.get("all") != "1" and filters.shows_flagged_only
-    tasks = services_review.queue_tasks(filters, user=request.user, flagged_only=flagged_only)
+    tasks = services_review.queue_tasks(filters, user=request.user)
     return _report_response(tasks, fmt, "queue")
 
 
@@ -325,9 +318,9 @@ def taskset_report_table(request: HttpRequest, name: str, fmt: str) -> HttpRespo
         raise Http404("reports are .jsonl, .csv or .parquet")
     taskset = _get_taskset(name)
     filters = services_review.QueueFilter(
-        taskset=taskset.name, version=request.GET.get("version", "").strip()
+        taskset=taskset.name, version=request.GET.get("version", "").strip(), all="1"
     )
-    tasks = services_review.queue_tasks(filters, flagged_only=False).order_by("position", "id")
+    tasks = services_review.queue_tasks(filters).order_by("position", "id")
     return _report_response(tasks, fmt, taskset.name)
 
 
