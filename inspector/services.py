@@ -508,7 +508,7 @@ def run_completion(run: Run) -> str:
 def _behaviour_execute(run: Run) -> Execution:
     """Call the run's solution on the task's behaviour inputs in a one-off sandbox; the
     analysis reads the behaviour vector from its stdout."""
-    from inspector.detect.behaviour import behaviour_program, wall_seconds
+    from inspector.detect.behaviour import TAIL_BYTES, behaviour_program, wall_seconds
 
     task = run.task
     program = behaviour_program(
@@ -528,7 +528,7 @@ def _behaviour_execute(run: Run) -> Execution:
         memory_bytes=limits.memory_bytes,
         max_processes=limits.max_processes,
         output_bytes=limits.output_bytes,
-        tail_bytes=max(limits.tail_bytes, 4096),
+        tail_bytes=max(limits.tail_bytes, TAIL_BYTES),
     )
     return _sandbox().run_python(program, limits=limits)
 
@@ -1003,6 +1003,13 @@ def _analyse_depth(inspection: Inspection, deeper_runs: list[dict], analysis):
             "entry_point",
         )
     ]
+    models: dict[int, dict[str, str]] = {}
+    for task_pk, sample_id, model in Sample.objects.filter(
+        task__version_id=inspection.version_id
+    ).values_list("task_id", "sample_id", "model"):
+        models.setdefault(task_pk, {})[sample_id] = model
+    for task in tasks:
+        task["sample_models"] = models.get(task["task_key"], {})
     latest_others = TaskSetVersion.objects.filter(
         number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
         .order_by("-number")
@@ -1025,6 +1032,7 @@ def _analyse_depth(inspection: Inspection, deeper_runs: list[dict], analysis):
         settings=DepthSettings(
             survivor_share=settings.WEAK_TESTS_SURVIVOR_SHARE,
             duplicate_similarity=settings.DUPLICATE_SIMILARITY,
+            per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
         ),
     )
 
@@ -1152,6 +1160,7 @@ def report_lines(*, taskset_name: str) -> Iterator[dict]:
             "flag_status": {f.code: f.status for f in flags},
             "flag_explanations": {f.code: f.explanation for f in flags},
             "flag_confidence": {f.code: f.confidence for f in flags},
+            "flag_evidence": {f.code: f.evidence for f in flags},
             "status": task.status,
             "stats": {
                 "runs": task.runs_count,

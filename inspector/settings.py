@@ -218,7 +218,7 @@ INSPECT_PROBES = [
 # (the arguments in the task's tests and variations of them) to compare behaviours.
 INSPECT_MUTANTS = envint("INSPECT_MUTANTS", "12")
 INSPECT_BEHAVIOUR = envbool("INSPECT_BEHAVIOUR", "True")
-BEHAVIOUR_INPUTS = envint("BEHAVIOUR_INPUTS", "48")
+BEHAVIOUR_INPUTS = envint("BEHAVIOUR_INPUTS", "120")
 BEHAVIOUR_PER_CALL_SECONDS = envfloat("BEHAVIOUR_PER_CALL_SECONDS", "0.5")
 BEHAVIOUR_TOTAL_SECONDS = envfloat("BEHAVIOUR_TOTAL_SECONDS", "5")
 # weak_tests: the share of non-equivalent mutants the check lets through.

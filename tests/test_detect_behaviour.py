@@ -1,4 +1,4 @@
-"""Behaviour vectors: the inputs found in a task's tests, their variations, and the program that
+"""Behaviour vectors: the inputs found in a task's tests, new ones in their domain, and the program that
 records what a solution returns on them (run here in a plain subprocess, on our own fixtures
 only; the platform runs it in its sandbox)."""
 
@@ -15,11 +15,11 @@ from inspector.detect.behaviour import (
     MAX_INPUTS,
     OUTPUT_BUDGET,
     SKIPPED,
+    TAIL_BYTES,
     TIMEOUT,
     BehaviourVector,
     behaviour_inputs,
     behaviour_program,
-    input_variations,
     inputs_from_tests,
     inputs_key,
     is_value,
@@ -122,46 +122,14 @@ def test_code_in_an_input_is_refused_and_never_run() -> None:
             parse_arguments(hostile)
         with pytest.raises(ValueError):
             behaviour_program("def f(x):\n", "    return x\n", "f", [hostile])
-    assert input_variations(["__import__('os').system('true')"], seed=0, limit=5) == []
 
 
-# --- input_variations ----------------------------------------------------------------------------
-
-
-def test_variations_change_one_argument_by_its_type() -> None:
-    made = set(input_variations(["5, 'Ab', [1, 2, 3]"], seed=0, limit=100))
-
-    assert {"6, 'Ab', [1, 2, 3]", "4, 'Ab', [1, 2, 3]", "0, 'Ab', [1, 2, 3]"} <= made
-    assert "-5, 'Ab', [1, 2, 3]" in made
-    assert {"5, '', [1, 2, 3]", "5, 'bA', [1, 2, 3]", "5, 'aB', [1, 2, 3]"} <= made
-    assert {"5, 'Ab', []", "5, 'Ab', [3, 2, 1]"} <= made
-    assert any(v.startswith("5, 'Ab', [") and v.count(",") == 3 for v in made)  # one dropped
-    assert set(input_variations(["2.0, True"], seed=0, limit=100)) >= {
-        "4.0, True",
-        "1.0, True",
-        "-2.0, True",
-        "2.0, False",
-    }
-
-
-def test_variations_are_seeded_new_deduplicated_and_shared_fairly() -> None:
-    given = ["[1, 2, 3], 2", "'abc'", "[4, 5], 0"]
-
-    first = input_variations(given, seed=1, limit=9)
-
-    assert first == input_variations(given, seed=1, limit=9)
-    assert first != input_variations(given, seed=2, limit=9)
-    assert len(first) == len(set(first)) == 9
-    assert not set(first) & set(given)
-    # Round robin: each given input has three of its variations among the nine.
-    assert sum(v.startswith("'") for v in first) == 3
-
-
-def test_behaviour_inputs_are_the_tests_inputs_then_variations() -> None:
+def test_behaviour_inputs_are_the_tests_inputs_then_new_ones_inside_their_domain() -> None:
     inputs = behaviour_inputs(TEST, "has_close_elements", limit=30)
 
     assert inputs[:11] == inputs_from_tests(TEST, "has_close_elements")
-    assert len(inputs) == 30 <= MAX_INPUTS
+    assert len(inputs) <= 30 <= MAX_INPUTS
+    assert len(set(inputs)) == len(inputs)
 
 
 # --- the program ---------------------------------------------------------------------------------
@@ -274,7 +242,7 @@ def test_the_report_fits_the_sandbox_output_tail_whatever_the_solution_prints() 
 
     done = run(behaviour_program("def f(*args):\n", noisy, "f", inputs))
     line = done.stdout[done.stdout.rfind(MARKER) :]
-    vector = parse_behaviour(done.stdout[-4096:], inputs)
+    vector = parse_behaviour(done.stdout[-TAIL_BYTES:], inputs)
 
     assert len(line.encode()) <= OUTPUT_BUDGET + len(MARKER) + 1
     assert vector is not None and len(vector.digests) == MAX_INPUTS

@@ -29,9 +29,10 @@ comparing the reference and mutants); a check's verdict never comes from here.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
-import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,24 +45,25 @@ __all__ = [
     "BehaviourVector",
     "behaviour_inputs",
     "behaviour_program",
-    "input_variations",
     "inputs_from_tests",
     "inputs_key",
     "is_value",
     "literal_source",
     "parse_arguments",
     "parse_behaviour",
+    "value_digest",
     "wall_seconds",
 ]
 
 MARKER = "@@BEHAVIOUR@@"
 TIMEOUT = "~timeout"
 SKIPPED = "~skipped"
-MAX_INPUTS = 80  # per program: keeps the digests (at most ~25 bytes each) under 2.1 kB
+MAX_INPUTS = 200  # per program: keeps the digests (at most ~25 bytes each) under 5 kB
 MAX_INPUT_CHARS = 2000  # longer argument lists are left out
-MAX_REPRS = 40  # the first inputs whose results are also kept as text, as far as they fit
+MAX_REPRS = 200  # the inputs whose results are also kept as text, as far as they fit
 REPR_CHARS = 80
-OUTPUT_BUDGET = 3500  # bytes of the marked line; the sandbox keeps the last 4096 of stdout
+OUTPUT_BUDGET = 14000  # bytes of the marked line; behaviour runs keep the last 16 KiB of stdout
+TAIL_BYTES = 16384
 _MAX_LOOP_ITEMS = 50  # elements of one literal loop followed by inputs_from_tests
 _MAX_ENVIRONMENTS = 200
 _HEX = frozenset("0123456789abcdef")
@@ -550,90 +552,6 @@ def _fold(op: ast.operator, left: Any, right: Any) -> Any:
 # --- Variations ----------------------------------------------------------------------------------
 
 
-def input_variations(inputs: Sequence[str], *, seed: int = 0, limit: int = 40) -> list[str]:
-    """New inputs near the given ones, one argument changed at a time, by type:
-    ints +1, -1, 0 and negated; bools negated; floats doubled, halved and negated; strings
-    emptied, reversed and case-swapped; lists and tuples emptied, reversed, one element dropped
-    and one element varied; dicts emptied and one key dropped; sets emptied and one element
-    dropped. Read and written with `ast.literal_eval` / `literal_source` only.
-
-    Returns only inputs not already in `inputs`, deduplicated, at most `limit`: a seeded shuffle
-    of each input's variations, taken round robin over the inputs so each gets its share.
-    Inputs that are not literal argument lists are skipped.
-    """
-    rng = random.Random(seed)
-    given = set(inputs)
-    seen: set[str] = set()
-    queues: list[list[str]] = []
-    for text in inputs:
-        try:
-            args, kwargs = parse_arguments(text)
-        except ValueError:
-            continue
-        made: list[str] = []
-        for position, value in enumerate(args):
-            for varied in _vary(value, rng):
-                new_args = list(args)
-                new_args[position] = varied
-                made.append(_arguments_source(new_args, kwargs) or "")
-        for name, value in kwargs.items():
-            for varied in _vary(value, rng):
-                made.append(_arguments_source(args, {**kwargs, name: varied}) or "")
-        fresh = []
-        for candidate in made:
-            if candidate and candidate not in given and candidate not in seen:
-                seen.add(candidate)
-                fresh.append(candidate)
-        rng.shuffle(fresh)
-        queues.append(fresh)
-    chosen: list[str] = []
-    while len(chosen) < limit and any(queues):
-        for queue in queues:
-            if queue and len(chosen) < limit:
-                chosen.append(queue.pop(0))
-    return chosen
-
-
-def _vary(value: Any, rng: random.Random, depth: int = 0) -> list[Any]:
-    kind = type(value)
-    if kind is bool:
-        return [not value]
-    if kind is int:
-        # Near the value, its sign, and far from it: bounds a check never tried show up.
-        return [value + 1, value - 1, 0, -value, value * 3 + 1, value + 10, value - 10]
-    if kind is float:
-        return [value * 2, value / 2, -value, 0.0]
-    if kind is str:
-        return ["", value[::-1], value.swapcase()]
-    if kind in (list, tuple):
-        if not value:
-            return []
-        out: list[Any] = [kind(), kind(reversed(value))]
-        drop = rng.randrange(len(value))
-        out.append(kind(item for i, item in enumerate(value) if i != drop))
-        if depth < 2:
-            change = rng.randrange(len(value))
-            options = _vary(value[change], rng, depth + 1)
-            if options:
-                items = list(value)
-                items[change] = options[rng.randrange(len(options))]
-                out.append(kind(items))
-        return [item for item in out if item != value or type(item) is not type(value)]
-    if kind is dict:
-        if not value:
-            return []
-        keys = list(value)
-        drop = keys[rng.randrange(len(keys))]
-        return [{}, {key: item for key, item in value.items() if key != drop}]
-    if kind is set:
-        if not value:
-            return []
-        ordered = _iterate(value)
-        drop = ordered[rng.randrange(len(ordered))]
-        return [set(), value - {drop}]
-    return []
-
-
 def inputs_from_prompt(prompt: str, entry_point: str, *, limit: int = 40) -> list[str]:
     """The arguments of the prompt's doctest examples (`>>> entry_point(...)` lines): inputs the
     task's author thought of, whatever the check tries."""
@@ -677,73 +595,41 @@ def behaviour_inputs(
     from_tests: int = 40,
     prompt: str = "",
 ) -> list[str]:
-    """The inputs to run a task's solutions on: up to `from_tests` found in its tests, then
-    variations of them up to `limit` in all (at most MAX_INPUTS)."""
+    """The inputs to run a task's solutions on: up to `from_tests` found in its tests, the
+    prompt's own examples, then new inputs inside the domain those show
+    (`inspector.detect.domain`) up to `limit` in all (at most MAX_INPUTS)."""
+    from inspector.detect.domain import domain_inputs, infer_domain
+
     limit = min(limit, MAX_INPUTS)
     found = inputs_from_tests(test_source, entry_point, limit=min(from_tests, limit))
     if prompt:
-        for extra in inputs_from_prompt(prompt, entry_point, limit=min(from_tests, limit)):
-            if extra not in found and len(found) < min(from_tests, limit):
+        from inspector.detect.examples import prompt_examples
+
+        examples = [example.input for example in prompt_examples(prompt, entry_point)]
+        for extra in examples + inputs_from_prompt(prompt, entry_point, limit=limit):
+            if extra not in found and len(found) < limit:
                 found.append(extra)
-    return found + input_variations(found, seed=seed, limit=limit - len(found))
+    domain = infer_domain(found, prompt)
+    return found + domain_inputs(domain, given=found, seed=seed, limit=limit - len(found))
 
 
-# --- The program ---------------------------------------------------------------------------------
-
-# Runs inside the sandbox: standard library only, nothing of the project. The constants before
-# it are written by `behaviour_program`. The solution is executed in a namespace of its own, so
-# it cannot overwrite these helpers; its output is discarded; the result line is written with
-# os.write and the process ends with os._exit, so neither the solution's buffered output nor its
-# atexit handlers nor its threads come after it.
-_PROGRAM_BODY = r"""
-import ast as _ast
-import copy as _copy
-import hashlib as _hashlib
-import json as _json
-import os as _os
-import re as _re
-import signal as _signal
-import sys as _sys
-import time as _time
+@functools.cache
+def _host_canon() -> dict[str, Any]:
+    namespace: dict[str, Any] = {"_re": re, "_hashlib": hashlib}
+    exec(_CANON_SOURCE, namespace)  # the project's own code (below), on literal values only
+    return namespace
 
 
-class _Timeout(BaseException):
-    pass
+def value_digest(value: Any) -> str:
+    """The digest a behaviour program records for a call that returned `value` (a literal)."""
+    return _host_canon()["_digest"](value)
 
 
-class _Discard:
-    def write(self, text):
-        return len(text)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
-
-
+# The canonical text of a result and its digest: in the behaviour program, and on the host for the
+# prompt's expected values (`value_digest`), so that both digest alike.
+_CANON_SOURCE = r"""
 _ADDRESS = _re.compile(r" at 0x[0-9a-fA-F]+")
 _CANON_LIMIT = 1 << 20
-
-
-def _on_alarm(signum, frame):
-    raise _Timeout()
-
-
-def _arm(seconds):
-    _signal.signal(_signal.SIGALRM, _on_alarm)
-    _signal.setitimer(_signal.ITIMER_REAL, seconds)
-
-
-def _disarm():
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
-
-
-def _parse(text):
-    call = _ast.parse("_(" + text + ")", mode="eval").body
-    args = tuple(_ast.literal_eval(arg) for arg in call.args)
-    kwargs = {kw.arg: _ast.literal_eval(kw.value) for kw in call.keywords}
-    return args, kwargs
 
 
 def _number(value):
@@ -826,7 +712,66 @@ def _digest(value):
     _canon(value, out, [_CANON_LIMIT], set(), 0)
     text = "".join(out)
     return _hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+"""
 
+# --- The program ---------------------------------------------------------------------------------
+
+# Runs inside the sandbox: standard library only, nothing of the project. The constants before
+# it are written by `behaviour_program`. The solution is executed in a namespace of its own, so
+# it cannot overwrite these helpers; its output is discarded; the result line is written with
+# os.write and the process ends with os._exit, so neither the solution's buffered output nor its
+# atexit handlers nor its threads come after it.
+_PROGRAM_BODY = (
+    r"""
+import ast as _ast
+import copy as _copy
+import hashlib as _hashlib
+import json as _json
+import os as _os
+import re as _re
+import signal as _signal
+import sys as _sys
+import time as _time
+
+
+class _Timeout(BaseException):
+    pass
+
+
+class _Discard:
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout()
+
+
+def _arm(seconds):
+    _signal.signal(_signal.SIGALRM, _on_alarm)
+    _signal.setitimer(_signal.ITIMER_REAL, seconds)
+
+
+def _disarm():
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
+def _parse(text):
+    call = _ast.parse("_(" + text + ")", mode="eval").body
+    args = tuple(_ast.literal_eval(arg) for arg in call.args)
+    kwargs = {kw.arg: _ast.literal_eval(kw.value) for kw in call.keywords}
+    return args, kwargs
+
+
+"""
+    + _CANON_SOURCE
+    + r"""
 
 def _shown(text):
     text = _ADDRESS.sub("", text).replace("\n", "\\n").replace("\r", "\\r")
@@ -926,6 +871,7 @@ def _main():
 
 _main()
 """
+)
 
 
 def behaviour_program(

@@ -18,6 +18,7 @@ class FlagCode(StrEnum):
     ANSWER_LEAK = "answer_leak"
     ANOMALY = "anomaly"
     DRIFT = "drift"
+    SLOW_REFERENCE = "slow_reference"
 
 
 SEVERITY: dict[FlagCode, int] = {
@@ -31,6 +32,7 @@ SEVERITY: dict[FlagCode, int] = {
     FlagCode.WEAK_TESTS: 65,
     FlagCode.ANSWER_LEAK: 40,
     FlagCode.DUPLICATE: 30,
+    FlagCode.SLOW_REFERENCE: 25,
     FlagCode.NO_SIGNAL: 20,
     FlagCode.ANOMALY: 10,
 }
@@ -38,7 +40,13 @@ SEVERITY: dict[FlagCode, int] = {
 # Shown, ranked and reported, but they keep a task out of the clean manifest only where the
 # ADVISORY_FLAGS_THAT_BLOCK setting names them. Every other flag blocks until dismissed.
 ADVISORY: frozenset[str] = frozenset(
-    {FlagCode.NO_SIGNAL, FlagCode.DUPLICATE, FlagCode.ANSWER_LEAK, FlagCode.ANOMALY}
+    {
+        FlagCode.NO_SIGNAL,
+        FlagCode.DUPLICATE,
+        FlagCode.ANSWER_LEAK,
+        FlagCode.ANOMALY,
+        FlagCode.SLOW_REFERENCE,
+    }
 )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from inspector.detect.behaviour import BehaviourVector, parse_behaviour
 from inspector.detect.codes import SEVERITY, FlagCode
+from inspector.detect.examples import example_contradictions, prompt_examples
 from inspector.detect.flags import FlagFinding
 
 MAX_SURVIVORS_SHOWN = 3
@@ -34,10 +35,16 @@ THIN_CHECK_CONFIDENCE = 0.8
 ANOMALY_MIN_SCORE = 0.7
 
 
+# A prompt example the reference (which passes its check) contradicts is a defect of the task.
+EXAMPLE_CONFIDENCE = 0.9
+MAX_DISAGREEMENTS_SHOWN = 3
+
+
 @dataclass(frozen=True)
 class DepthSettings:
     survivor_share: float = 0.4
     duplicate_similarity: float = 0.9
+    per_call_seconds: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,8 @@ def analyse_depth(
     settings: DepthSettings = DepthSettings(),
 ) -> DepthAnalysis:
     """`tasks`: task_key, task_id, prompt, canonical_solution, inputs (the behaviour inputs),
-    and optionally test and entry_point (to count the inputs the check itself tries).
+    and optionally test and entry_point (to count the inputs the check itself tries and to read
+    the prompt's examples) and sample_models (sample id -> model name).
     `runs`: run_id, task_key, kind (reference, sample, probe, mutant, behaviour), key (the
     sample id, probe, mutant id, or for behaviour runs the solution: "reference",
     "sample:<id>", "mutant:<id>"), outcome, stdout (behaviour runs) and detail (mutant runs:
@@ -159,6 +167,15 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
         sid: vectors.get(f"sample:{sid}") for sid in sample_rates if f"sample:{sid}" in vectors
     }
 
+    models = {str(k): v or "" for k, v in (task.get("sample_models") or {}).items()}
+    entry_point = task.get("entry_point") or ""
+    examples = prompt_examples(task["prompt"], entry_point) if entry_point and inputs else []
+    ruled_out = {
+        sid
+        for sid, vector in sample_vectors.items()
+        if vector is not None and example_contradictions(examples, vector)
+    }
+
     found: list[FlagFinding] = []
     sample_values = list(sample_rates.values())
     mean_rate = sum(sample_values) / len(sample_values) if sample_values else None
@@ -166,7 +183,12 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
     cluster_count = None
 
     # weak_tests: only a reference that passes its check says what the check should demand.
-    if reference is not None and reference_rate == 1.0 and mutant_runs:
+    accepted = None
+    if reference is not None and reference_rate == 1.0:
+        accepted = signals.accepted_disagreements(
+            reference, sample_vectors, sample_rates, models=models
+        )
+    if reference is not None and reference_rate == 1.0 and (mutant_runs or accepted):
         mutants = {
             mid: (
                 run["outcome"] == "passed",
@@ -179,7 +201,8 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
         survivor_share = result.survivor_share
         checked = _checked_inputs(task)
         thin = bool(checked)
-        if thin or (result.weak and len(result.survivors) >= MIN_SURVIVORS):
+        by_mutants = result.weak and len(result.survivors) >= MIN_SURVIVORS
+        if thin or by_mutants or accepted is not None:
             shown = []
             for survivor in result.survivors[:MAX_SURVIVORS_SHOWN]:
                 detail = mutant_runs[survivor.mutant_id].get("detail") or {}
@@ -193,15 +216,23 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
                         "mutant_output": survivor.difference.right,
                     }
                 )
-            confidence, explanation = result.confidence, result.explanation
+            # Each reason that holds, strongest evidence first; the confidence is the best one's.
+            reasons: list[tuple[float, str]] = []
             if thin:
-                called = "; ".join(f"{task.get('entry_point') or 'f'}({c})" for c in checked)
-                confidence = max(confidence, THIN_CHECK_CONFIDENCE)
-                explanation = (
-                    f"the check calls the solution on {len(checked)} input only ({called}): "
-                    f"a solution that returns the expected answer for it alone passes; "
-                    + explanation
+                called = "; ".join(f"{entry_point or 'f'}({c})" for c in checked)
+                reasons.append(
+                    (
+                        THIN_CHECK_CONFIDENCE,
+                        f"the check calls the solution on {len(checked)} input only ({called}): "
+                        "a solution that returns the expected answer for it alone passes",
+                    )
                 )
+            if accepted is not None:
+                reasons.append((accepted.confidence, accepted.explanation))
+            if by_mutants:
+                reasons.append((result.confidence, result.explanation))
+            confidence = max(c for c, _ in reasons)
+            explanation = "; ".join(text for _, text in reasons)
             found.append(
                 _finding(
                     key,
@@ -215,17 +246,83 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
                         "survivor_count": len(result.survivors),
                         "killed": result.killed,
                         "equivalent": result.equivalent,
+                        "accepted_wrong": _accepted_evidence(accepted),
+                        "accepted_wrong_count": len(accepted.disagreements) if accepted else 0,
                     },
-                    [mutant_runs[s["mutant_id"]]["run_id"] for s in shown],
+                    [mutant_runs[s["mutant_id"]]["run_id"] for s in shown]
+                    + [
+                        behaviour_run_of[f"sample:{d.sample_id}"]
+                        for d in (accepted.disagreements if accepted else [])[
+                            :MAX_DISAGREEMENTS_SHOWN
+                        ]
+                        if f"sample:{d.sample_id}" in behaviour_run_of
+                    ],
                 )
             )
+
+    # ambiguous, by the prompt's own examples: the reference passes its check, yet contradicts
+    # what the prompt says a call returns (the example, or the check, is wrong).
+    contradicted = (
+        example_contradictions(examples, reference)
+        if reference is not None and reference_rate == 1.0
+        else []
+    )
+    if contradicted:
+        first = contradicted[0]
+        agreeing = sorted(
+            (
+                sid
+                for sid, vector in sample_vectors.items()
+                if vector is not None and sid not in ruled_out
+            ),
+            key=str,
+        )
+        found.append(
+            _finding(
+                key,
+                FlagCode.AMBIGUOUS,
+                min(1.0, EXAMPLE_CONFIDENCE + 0.05 * (len(contradicted) - 1)),
+                f"the prompt's example says {first.example.line.lstrip('> ')!s} "
+                f"(line {first.example.line_number}), but the reference, which passes the check, "
+                f"gives {first.got}"
+                + (
+                    f"; {len(contradicted) - 1} more example"
+                    f"{'s' if len(contradicted) > 2 else ''} contradicted"
+                    if len(contradicted) > 1
+                    else ""
+                )
+                + ": the instruction and the check disagree",
+                {
+                    "source": "example",
+                    "examples": [
+                        {
+                            "line": c.example.line,
+                            "line_number": c.example.line_number,
+                            "input": c.example.input,
+                            "expected": c.example.expected_text,
+                            "reference_output": c.got,
+                        }
+                        for c in contradicted
+                    ],
+                    "samples_matching_examples": agreeing,
+                },
+                [behaviour_run_of["reference"]] if "reference" in behaviour_run_of else [],
+            )
+        )
 
     # ambiguous: sample groups that behave alike within and differently between, with the check
     # accepting only some.
     if len([v for v in sample_vectors.values() if v is not None]) >= 2:
-        groups = signals.sample_groups(sample_vectors, sample_rates, reference=reference)
+        groups = signals.sample_groups(
+            sample_vectors, sample_rates, reference=reference, ruled_out=ruled_out
+        )
         cluster_count = groups.cluster_count
-        if groups.ambiguous and "mislabeled" not in flagged and "unsolvable" not in flagged:
+        if (
+            groups.ambiguous
+            and not contradicted
+            and "mislabeled" not in flagged
+            and "unsolvable" not in flagged
+        ):
             difference = groups.difference
             found.append(
                 _finding(
@@ -259,7 +356,9 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
     # mislabeled, refined: the reference passes its check but a clear majority of the passing
     # samples agree with each other and not with it.
     if reference is not None and "mislabeled" not in flagged and "unsolvable" not in flagged:
-        disagreement = signals.reference_disagrees(reference, sample_vectors, sample_rates)
+        disagreement = signals.reference_disagrees(
+            reference, sample_vectors, sample_rates, models=models
+        )
         if disagreement is not None:
             d = disagreement.difference
             found.append(
@@ -274,6 +373,23 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
                         "majority_output": d.right,
                         "agreeing": list(disagreement.agreeing),
                     },
+                    [behaviour_run_of["reference"]] if "reference" in behaviour_run_of else [],
+                )
+            )
+
+    # slow_reference: the reference runs out of time where passing samples answer.
+    if reference is not None and reference_rate == 1.0:
+        slow = signals.slow_reference(
+            reference, sample_vectors, sample_rates, per_call_seconds=settings.per_call_seconds
+        )
+        if slow is not None:
+            found.append(
+                _finding(
+                    key,
+                    FlagCode.SLOW_REFERENCE,
+                    slow.confidence,
+                    slow.explanation,
+                    {"slow_inputs": slow.inputs[:5], "answered_by": list(slow.answered_by)},
                     [behaviour_run_of["reference"]] if "reference" in behaviour_run_of else [],
                 )
             )
@@ -308,6 +424,22 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
         "mean_seconds": sum(durations) / len(durations) if durations else 0.0,
     }
     return found, stats, task_features
+
+
+def _accepted_evidence(accepted) -> list[dict]:
+    if accepted is None:
+        return []
+    return [
+        {
+            "sample_id": d.sample_id,
+            "model": d.model,
+            "input": d.difference.input,
+            "reference_output": d.difference.left,
+            "sample_output": d.difference.right,
+            "differing_inputs": d.differing_inputs,
+        }
+        for d in accepted.disagreements[:MAX_DISAGREEMENTS_SHOWN]
+    ]
 
 
 def _flake_rate(runs: list[dict]) -> float:

@@ -11,6 +11,7 @@ a reviewer can check (an input, two outputs, sample ids).
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from collections import Counter
@@ -25,6 +26,8 @@ from inspector.detect.behaviour import SKIPPED, TIMEOUT, BehaviourVector, is_val
 
 __all__ = [
     "ACCEPTED",
+    "AcceptedDisagreement",
+    "AcceptedWrong",
     "REJECTED",
     "AnomalyScore",
     "AnswerLeak",
@@ -35,7 +38,9 @@ __all__ = [
     "GroupsResult",
     "MutationResult",
     "NoSignal",
+    "SlowReference",
     "Survivor",
+    "accepted_disagreements",
     "anomalies",
     "answer_leak",
     "learnability",
@@ -44,6 +49,7 @@ __all__ = [
     "no_signal",
     "reference_disagrees",
     "sample_groups",
+    "slow_reference",
     "surviving_mutants",
 ]
 
@@ -90,12 +96,37 @@ def _same_inputs(vectors: Iterable[BehaviourVector]) -> None:
 
 
 def _differences(reference: BehaviourVector, other: BehaviourVector) -> list[int]:
-    """Positions where both are known (and the reference did not time out) and they differ."""
+    """Positions where both are known (and the reference did not time out) and they differ
+    (beyond float rounding, where both outputs were kept as text)."""
     return [
         index
         for index, (mine, theirs) in enumerate(zip(reference.digests, other.digests, strict=True))
-        if mine not in (SKIPPED, TIMEOUT) and theirs != SKIPPED and mine != theirs
+        if mine not in (SKIPPED, TIMEOUT)
+        and theirs != SKIPPED
+        and mine != theirs
+        and not _close_numbers(reference.reprs[index], other.reprs[index])
     ]
+
+
+def _close_numbers(left: str | None, right: str | None) -> bool:
+    """Both texts are numbers (or equal-length lists of numbers) within float rounding: a
+    checker compares floats with a tolerance, so such outputs do not differ."""
+    if left is None or right is None:
+        return False
+    try:
+        a, b = ast.literal_eval(left), ast.literal_eval(right)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return _numbers_close(a, b)
+
+
+def _numbers_close(a: Any, b: Any) -> bool:
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_numbers_close(x, y) for x, y in zip(a, b, strict=True))
+    numbers = (int, float)
+    if type(a) in numbers and type(b) in numbers and (float in (type(a), type(b))):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+    return False
 
 
 def _best_difference(
@@ -241,6 +272,7 @@ def sample_groups(
     min_group: int = 2,
     min_share: float = 0.2,
     tolerance: float = 0.0,
+    ruled_out: frozenset[str] | set[str] = frozenset(),
 ) -> GroupsResult:
     """Groups samples by behaviour and says whether the prompt reads two ways.
 
@@ -258,8 +290,10 @@ def sample_groups(
     the evidence.
     Confidence: min(1, 2 * smaller / (|A| + |R|)) * (pass rate of A - pass rate of R).
 
-    A common bug shared by a sizeable share of the samples looks the same as a second reading:
-    the rule cannot tell them apart, the reviewer can (the explanation shows both outputs).
+    A common bug shared by a sizeable share of the samples looks the same as a second reading;
+    `ruled_out` names the samples that contradict one of the prompt's own examples: a rejected
+    group most of whose members are among them is a mistake, not a reading. Other shared bugs
+    the rule cannot tell apart, the reviewer can (the explanation shows both outputs).
     """
     ids = [key for key in sorted(vectors, key=_natural) if vectors[key] is not None]
     ids = [key for key in ids if key in passed]
@@ -293,6 +327,8 @@ def sample_groups(
     best: tuple[float, Group, Group, list[int]] | None = None
     for accepted in (g for g in big if g.verdict == "accepted"):
         for rejected in (g for g in big if g.verdict == "rejected"):
+            if 2 * sum(m in ruled_out for m in rejected.members) > len(rejected.members):
+                continue  # the prompt's examples rule this group out: a mistake
             a_rows = [index_of[m] for m in accepted.members]
             r_rows = [index_of[m] for m in rejected.members]
             positions = _separating(present, a_rows, r_rows, columns)
@@ -462,8 +498,14 @@ def reference_disagrees(
     pass_threshold: float = 0.5,
     majority: float = 2 / 3,
     min_agreeing: int = 3,
+    models: Mapping[str, str] | None = None,
+    min_models: int = 2,
 ) -> Disagreement | None:
     """The reference behaves unlike a clear majority of the passing samples on some input.
+
+    Real models share mistakes, so a majority of one model's samples is weak evidence against a
+    reference that passes its author's tests: with `models` (sample id -> model name, "" when
+    unknown), the majority must come from at least `min_models` named models.
 
     Passing samples: pass rate >= `pass_threshold`, with a vector. On an input, a clear majority
     is one outcome shared by at least `min_agreeing` of them and at least `majority` of all of
@@ -498,6 +540,14 @@ def reference_disagrees(
         # of the reference under load), however many of them.
         if count < needed or top in (mine, TIMEOUT) or not (is_value(mine) or is_value(top)):
             continue
+        if models is not None:
+            sources = {
+                models.get(key, "")
+                for key, vector in zip(ids, present, strict=True)
+                if vector.digests[index] == top
+            } - {""}
+            if len(sources) < min_models:
+                continue
         found.append((count / len(ids), is_value(mine) and is_value(top), index, top))
     if not found:
         return None
@@ -521,9 +571,11 @@ def reference_disagrees(
         right=_outcome_text(example, index),
     )
     confidence = share * (1.0 if both_values else 0.6) * (1.0 if len(found) > 1 else 0.75)
+    named = sorted({models.get(key, "") for key in agreeing} - {""}) if models else []
     explanation = (
-        f"the reference differs from {len(agreeing)} of {len(ids)} passing samples "
-        f"on {len(found)} input{'s' if len(found) != 1 else ''}: "
+        f"the reference differs from {len(agreeing)} of {len(ids)} passing samples"
+        + (f" ({len(named)} models: {', '.join(named)})" if named else "")
+        + f" on {len(found)} input{'s' if len(found) != 1 else ''} inside the task's domain: "
         + difference.describe("the reference", f"{agreeing[0]} and the majority")
     )
     return Disagreement(
@@ -533,6 +585,149 @@ def reference_disagrees(
         inputs=len(found),
         confidence=round(confidence, 4),
         explanation=explanation,
+    )
+
+
+# --- Wrong solutions the check accepts ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AcceptedDisagreement:
+    sample_id: str
+    model: str
+    difference: Difference  # left: the reference, right: the sample
+    differing_inputs: int
+
+
+@dataclass(frozen=True)
+class AcceptedWrong:
+    disagreements: list[AcceptedDisagreement]  # by sample id, natural order
+    passing: int  # samples that passed every run, with a vector
+    behaviours: int  # distinct ways in which they differ from the reference
+    models: tuple[str, ...]  # named models among the disagreeing samples
+    confidence: float
+    explanation: str
+
+
+def accepted_disagreements(
+    reference: BehaviourVector,
+    vectors: Mapping[str, BehaviourVector | None],
+    passed: Mapping[str, float],
+    *,
+    models: Mapping[str, str] | None = None,
+) -> AcceptedWrong | None:
+    """Samples the check accepts on every run that disagree with the reference (which passes it
+    too) on an input: the check lets a wrong solution through, whichever side is wrong.
+
+    Compared only where the reference returned a value and the sample returned another one or
+    raised (a timeout is no answer; float outputs within rounding are equal). The inputs are the
+    tests', the prompt's examples and mutations of them inside the task's domain, so an input the
+    task rules out is not evidence. Confidence grows with the evidence: 0.6 for one sample on one
+    input; more for samples that differ in distinct ways (independent mistakes), for two or more
+    models, and for differences on several inputs; at most 0.95.
+    """
+    ids = [
+        key
+        for key in sorted(vectors, key=_natural)
+        if vectors[key] is not None and float(passed.get(key, 0.0)) >= 1.0
+    ]
+    present: list[BehaviourVector] = [vectors[key] for key in ids]  # type: ignore[misc]
+    _same_inputs([reference, *present])
+    found: list[AcceptedDisagreement] = []
+    patterns: set[tuple[tuple[int, str], ...]] = set()
+    for key, vector in zip(ids, present, strict=True):
+        positions = [
+            index
+            for index in _differences(reference, vector)
+            if is_value(reference.digests[index]) and vector.digests[index] != TIMEOUT
+        ]
+        if not positions:
+            continue
+        patterns.add(tuple((index, vector.digests[index]) for index in positions))
+        found.append(
+            AcceptedDisagreement(
+                sample_id=key,
+                model=(models or {}).get(key, ""),
+                difference=_best_difference(reference, vector, positions),
+                differing_inputs=len(positions),
+            )
+        )
+    if not found:
+        return None
+    named = tuple(sorted({d.model for d in found} - {""}))
+    widest = max(d.differing_inputs for d in found)
+    confidence = min(
+        0.95,
+        0.6
+        + 0.1 * min(len(patterns) - 1, 2)
+        + (0.1 if len(named) >= 2 else 0.0)
+        + (0.05 if widest >= 2 else 0.0),
+    )
+    first = found[0]
+    explanation = (
+        f"{len(found)} of {len(ids)} samples that pass every run disagree with the reference "
+        f"on inputs inside the task's domain ({len(patterns)} distinct "
+        f"behaviour{'s' if len(patterns) != 1 else ''}"
+        + (f", models {', '.join(named)}" if named else "")
+        + "): the check accepts both sides, so at least one is a wrong solution it lets "
+        f"through; e.g. {first.sample_id}: "
+        + first.difference.describe("the reference", first.sample_id)
+    )
+    return AcceptedWrong(
+        disagreements=found,
+        passing=len(ids),
+        behaviours=len(patterns),
+        models=named,
+        confidence=round(confidence, 4),
+        explanation=explanation,
+    )
+
+
+@dataclass(frozen=True)
+class SlowReference:
+    inputs: list[str]  # where the reference ran out of time and samples answered
+    answered_by: tuple[str, ...]
+    confidence: float
+    explanation: str
+
+
+def slow_reference(
+    reference: BehaviourVector,
+    vectors: Mapping[str, BehaviourVector | None],
+    passed: Mapping[str, float],
+    *,
+    per_call_seconds: float,
+) -> SlowReference | None:
+    """The reference runs out of its per-call time on inputs inside the domain where samples
+    that pass the check answer: a reference too slow for inputs the task admits."""
+    answering = {
+        key: vector
+        for key, vector in vectors.items()
+        if vector is not None and float(passed.get(key, 0.0)) >= 0.5
+    }
+    _same_inputs([reference, *answering.values()])
+    positions, who = [], set()
+    for index, digest in enumerate(reference.digests):
+        if digest != TIMEOUT:
+            continue
+        answered = [key for key, v in answering.items() if is_value(v.digests[index])]
+        if answered:
+            positions.append(index)
+            who.update(answered)
+    if not positions:
+        return None
+    shown = [reference.input_text(i) for i in positions]
+    by = tuple(sorted(who, key=_natural))
+    return SlowReference(
+        inputs=shown,
+        answered_by=by,
+        confidence=round(min(1.0, 0.5 + 0.1 * len(positions) + 0.1 * len(by)), 4),
+        explanation=(
+            f"the reference runs out of its {per_call_seconds:g} s a call on "
+            f"{len(positions)} input{'s' if len(positions) != 1 else ''} where "
+            f"{len(by)} passing sample{'s' if len(by) != 1 else ''} answer, e.g. "
+            f"({_clip(shown[0])})"
+        ),
     )
 
 

@@ -1,0 +1,429 @@
+"""A function task's input domain, inferred from what the task itself shows, and new inputs that
+stay inside it (plain data in, plain data out; nothing here runs a solution).
+
+An input outside the domain (a negative `n` where the prompt says positive, an empty list where
+every test and example passes a full one) is no evidence: two solutions that differ there may
+both be right. So the behaviour inputs are the tests' own inputs, the prompt's examples, and
+mutations of them (`domain_inputs`, type-aware as EvalPlus generates its inputs: seeded,
+repeated edits of the seeds) that `Domain.contains` accepts.
+
+What the domain holds, per positional argument (`Shape`, recursive into items, keys and values):
+- the types seen (an int is accepted where floats were seen, not the other way round; a bool or
+  None only where one was seen);
+- for numbers: no negatives when none was seen and the prompt never speaks of negatives; no zero
+  when every value seen was positive and the prompt never speaks of zero or non-negatives;
+  nan and infinities never;
+- for strings, lists, tuples, dicts and sets: no empty one when none was seen and the prompt
+  never speaks of an empty one (a "non-empty" in the prompt forbids it whatever was seen); for
+  strings, only the kinds of characters seen (lower case, upper case, digits, spaces,
+  punctuation, non-ASCII);
+- between arguments: the same number of them as every seed, and equal lengths for two sequence
+  arguments whose lengths were equal in every seed (and at least two seeds).
+
+Inputs are literal argument lists (see `inspector.detect.behaviour.parse_arguments`), read with
+`ast.literal_eval` only.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Domain", "Shape", "domain_inputs", "infer_domain"]
+
+_NUMBER_TYPES = ("int", "float")
+_SIZED = ("str", "list", "tuple", "dict", "set", "bytes")
+_MAX_SIZE = 60  # elements or characters a generated value may grow to
+_NEGATIVE = re.compile(
+    r"(?<![\w-])(?<!non-)(?<!non )negative|less than (?:0|zero)|below zero", re.I
+)
+_ZERO = re.compile(r"\bzero\b|non-?negative", re.I)
+_NON_EMPTY = re.compile(r"non-?empty|not (?:be )?empty", re.I)
+_EMPTY = re.compile(r"(?<!non-)(?<!non)(?<!not )(?<!not be )\bempty\b", re.I)
+
+
+def _kind(value: Any) -> str:
+    kind = type(value)
+    if value is None:
+        return "none"
+    if kind in (bool, int, float, str, list, tuple, dict, set, bytes, complex):
+        return kind.__name__
+    return "other"
+
+
+def _char_class(char: str) -> str:
+    if char in string.ascii_lowercase:
+        return "lower"
+    if char in string.ascii_uppercase:
+        return "upper"
+    if char in string.digits:
+        return "digit"
+    if char in " \t\n":
+        return "space"
+    if char.isascii():
+        return "punct"
+    return "other"
+
+
+@dataclass
+class Shape:
+    """What the values seen at one place (an argument, the items of a list, ...) look like."""
+
+    types: set[str] = field(default_factory=set)
+    count: int = 0
+    low: float | None = None
+    high: float | None = None
+    min_len: int | None = None
+    max_len: int | None = None
+    chars: set[str] = field(default_factory=set)
+    alphabet: set[str] = field(default_factory=set)
+    items: Shape | None = None
+    values: Shape | None = None  # dict values (items holds the keys)
+    ints: set[int] = field(default_factory=set)
+
+    def observe(self, value: Any, depth: int = 0) -> None:
+        kind = _kind(value)
+        self.types.add(kind)
+        self.count += 1
+        if kind in _NUMBER_TYPES:
+            number = float(value)
+            if number == number and abs(number) != float("inf"):
+                self.low = number if self.low is None else min(self.low, number)
+                self.high = number if self.high is None else max(self.high, number)
+            if kind == "int" and len(self.ints) < 50:
+                self.ints.add(value)
+        if kind in _SIZED:
+            size = len(value)
+            self.min_len = size if self.min_len is None else min(self.min_len, size)
+            self.max_len = size if self.max_len is None else max(self.max_len, size)
+        if kind == "str":
+            self.chars.update(_char_class(c) for c in value)
+            if len(self.alphabet) < 200:
+                self.alphabet.update(value[:200])
+        if depth > 6:
+            return
+        if kind in ("list", "tuple", "set"):
+            self.items = self.items or Shape()
+            for item in list(value)[:200]:
+                self.items.observe(item, depth + 1)
+        elif kind == "dict":
+            self.items, self.values = self.items or Shape(), self.values or Shape()
+            for key, item in list(value.items())[:200]:
+                self.items.observe(key, depth + 1)
+                self.values.observe(item, depth + 1)
+
+
+@dataclass
+class Domain:
+    """The inputs a task takes (see the module's docstring)."""
+
+    arity: int | None
+    shapes: list[Shape]
+    negatives: bool  # the prompt speaks of negative values
+    zero: bool  # ... of zero or non-negative values
+    empty: bool  # ... of an empty value
+    non_empty: bool  # ... says non-empty
+    same_length: list[tuple[int, int]]
+    seeds: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def contains(self, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> bool:
+        if kwargs or self.arity is None or len(args) != self.arity:
+            return not kwargs and self.arity is None
+        for value, shape in zip(args, self.shapes, strict=True):
+            if not self._fits(value, shape, 0):
+                return False
+        for left, right in self.same_length:
+            if len(args[left]) != len(args[right]):
+                return False
+        return True
+
+    def _fits(self, value: Any, shape: Shape, depth: int) -> bool:
+        if shape.count == 0:
+            return True  # nothing seen here (the items of lists that were all empty)
+        kind = _kind(value)
+        if kind not in shape.types and not (kind == "int" and "float" in shape.types):
+            return False
+        if kind in _NUMBER_TYPES:
+            number = float(value)
+            if number != number or abs(number) == float("inf"):
+                return False
+            if shape.low is not None and shape.low >= 0 and number < 0 and not self.negatives:
+                return False
+            if shape.low is not None and shape.low > 0 and number == 0 and not self.zero:
+                return False
+        if kind in _SIZED:
+            size = len(value)
+            seen_empty = shape.min_len == 0
+            if size == 0 and (self.non_empty or not (seen_empty or self.empty)):
+                return False
+        if kind == "str" and any(_char_class(c) not in shape.chars for c in value):
+            return False
+        if depth > 6:
+            return True
+        if kind in ("list", "tuple", "set") and shape.items is not None:
+            return all(self._fits(item, shape.items, depth + 1) for item in value)
+        if kind == "dict" and shape.items is not None and shape.values is not None:
+            return all(
+                self._fits(key, shape.items, depth + 1)
+                and self._fits(item, shape.values, depth + 1)
+                for key, item in value.items()
+            )
+        return True
+
+    def contains_text(self, text: str) -> bool:
+        from inspector.detect.behaviour import parse_arguments
+
+        try:
+            args, kwargs = parse_arguments(text)
+        except ValueError:
+            return False
+        return self.contains(args, kwargs)
+
+
+def infer_domain(inputs: Sequence[str], prompt: str = "") -> Domain:
+    """The domain of a task whose tests and examples call it on `inputs` (argument-list texts)
+    and whose instruction is `prompt`."""
+    from inspector.detect.behaviour import parse_arguments
+
+    seeds: list[tuple[Any, ...]] = []
+    for text in inputs:
+        try:
+            args, kwargs = parse_arguments(text)
+        except ValueError:
+            continue
+        if not kwargs:
+            seeds.append(args)
+    arities = {len(args) for args in seeds}
+    arity = arities.pop() if len(arities) == 1 else None
+    shapes: list[Shape] = []
+    same_length: list[tuple[int, int]] = []
+    if arity is not None:
+        shapes = [Shape() for _ in range(arity)]
+        for args in seeds:
+            for shape, value in zip(shapes, args, strict=True):
+                shape.observe(value)
+        if len(seeds) >= 2:
+            for left in range(arity):
+                for right in range(left + 1, arity):
+                    if all(
+                        _kind(a[left]) in _SIZED
+                        and _kind(a[right]) in _SIZED
+                        and len(a[left]) == len(a[right])
+                        for a in seeds
+                    ):
+                        same_length.append((left, right))
+    return Domain(
+        arity=arity,
+        shapes=shapes,
+        negatives=bool(_NEGATIVE.search(prompt)),
+        zero=bool(_ZERO.search(prompt)),
+        empty=bool(_EMPTY.search(prompt)),
+        non_empty=bool(_NON_EMPTY.search(prompt)),
+        same_length=same_length,
+        seeds=seeds,
+    )
+
+
+# --- Generating inputs inside the domain ---------------------------------------------------------
+
+
+def domain_inputs(
+    domain: Domain, *, given: Sequence[str] = (), seed: int = 0, limit: int = 100
+) -> list[str]:
+    """Up to `limit` new argument lists inside `domain`, none among `given`: seeded, type-aware
+    mutations of the seeds and of the inputs made so far (one to three edits each: numbers
+    moved, negated, doubled or halved; strings and lists grown, shrunk, reordered, an item
+    duplicated (ties) or changed; dicts and sets grown and shrunk)."""
+    from inspector.detect.behaviour import MAX_INPUT_CHARS, literal_source
+
+    if not domain.seeds or domain.arity in (None, 0) or limit <= 0:
+        return []
+    rng = random.Random(seed)
+    seen = set(given)
+    pool: list[tuple[Any, ...]] = list(domain.seeds)
+    made: list[str] = []
+    attempts = 0
+    while len(made) < limit and attempts < limit * 30:
+        attempts += 1
+        base = list(pool[rng.randrange(len(pool))])
+        for _ in range(rng.choice((1, 1, 1, 2, 3))):
+            position = rng.randrange(len(base))
+            base[position] = _mutate(base[position], domain.shapes[position], domain, rng, 0)
+        for left, right in domain.same_length:
+            base[left], base[right] = _same_size(base[left], base[right], rng)
+        if not domain.contains(base):
+            continue
+        parts = [literal_source(value) for value in base]
+        if any(part is None for part in parts):
+            continue
+        text = ", ".join(parts)  # type: ignore[arg-type]
+        if len(text) > MAX_INPUT_CHARS or text in seen:
+            continue
+        seen.add(text)
+        made.append(text)
+        pool.append(tuple(base))
+    return made
+
+
+def _same_size(left: Any, right: Any, rng: random.Random) -> tuple[Any, Any]:
+    """Cut the longer of two sequences to the other's length (equal lengths are in the domain)."""
+    try:
+        size = min(len(left), len(right))
+        return left[:size], right[:size]
+    except TypeError:
+        return left, right
+
+
+def _new_value(shape: Shape | None, domain: Domain, rng: random.Random) -> Any:
+    """A value like those seen at `shape`: one of the seeds' own values, mutated."""
+    if shape is None or shape.count == 0:
+        return rng.choice((0, 1, 2, 3))
+    kind = rng.choice(sorted(shape.types))
+    if kind == "int":
+        choices = sorted(shape.ints) or [0, 1]
+        return _mutate(rng.choice(choices), shape, domain, rng, 3)
+    if kind == "float":
+        low = shape.low if shape.low is not None else 0.0
+        high = shape.high if shape.high is not None else 1.0
+        return round(rng.uniform(low, high), 2)
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "none":
+        return None
+    if kind == "str":
+        letters = sorted(shape.alphabet) or list("ab")
+        low, high = shape.min_len or 0, max(shape.max_len or 3, 1)
+        return "".join(rng.choice(letters) for _ in range(rng.randint(low, min(high, 12))))
+    if kind in ("list", "tuple", "set"):
+        items = [_new_value(shape.items, domain, rng) for _ in range(rng.randint(1, 4))]
+        if kind == "set":
+            try:
+                return set(items)
+            except TypeError:
+                return set()
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        try:
+            return {
+                _new_value(shape.items, domain, rng): _new_value(shape.values, domain, rng)
+                for _ in range(rng.randint(1, 3))
+            }
+        except TypeError:
+            return {}
+    return 0
+
+
+def _mutate(value: Any, shape: Shape, domain: Domain, rng: random.Random, depth: int) -> Any:
+    kind = _kind(value)
+    if kind == "bool":
+        return not value
+    if kind == "int":
+        options = [
+            value + 1,
+            value - 1,
+            -value,
+            value * 2,
+            value // 2,
+            0,
+            value + rng.randint(2, 9),
+        ]
+        if shape.ints:
+            options.append(rng.choice(sorted(shape.ints)))
+        # Within twice the largest magnitude seen: a solution's time grows with its numbers,
+        # and a call the behaviour program gives up on is no evidence.
+        bound = max(10, 2 * max((abs(i) for i in shape.ints), default=0))
+        return max(-bound, min(bound, rng.choice(options)))
+    if kind == "float":
+        return rng.choice(
+            [value * 2, value / 2, -value, value + 0.5, value - 0.5, round(value), value + 1.0]
+        )
+    if kind == "str":
+        return _mutate_text(value, shape, rng)
+    if kind in ("list", "tuple"):
+        items = list(value)
+        items = _mutate_items(items, shape, domain, rng, depth)
+        return items if kind == "list" else tuple(items)
+    if kind == "set":
+        items = _mutate_items(sorted(value, key=repr), shape, domain, rng, depth)
+        try:
+            return set(items)
+        except TypeError:
+            return value
+    if kind == "dict":
+        pairs = list(value.items())
+        choice = rng.randrange(3)
+        if choice == 0 and pairs:
+            pairs.pop(rng.randrange(len(pairs)))
+        elif choice == 1 and len(pairs) < _MAX_SIZE:
+            pairs.append(
+                (_new_value(shape.items, domain, rng), _new_value(shape.values, domain, rng))
+            )
+        elif pairs:
+            at = rng.randrange(len(pairs))
+            key, item = pairs[at]
+            values = shape.values or Shape()
+            pairs[at] = (key, _mutate(item, values, domain, rng, depth + 1) if depth < 3 else item)
+        try:
+            return dict(pairs)
+        except TypeError:
+            return value
+    return value
+
+
+def _mutate_text(value: str, shape: Shape, rng: random.Random) -> str:
+    letters = sorted(shape.alphabet) or list(string.ascii_lowercase)
+    choice = rng.randrange(8)
+    at = rng.randrange(len(value) + 1)
+    if choice == 0 and len(value) < _MAX_SIZE:
+        return value[:at] + rng.choice(letters) + value[at:]
+    if choice == 1 and value:
+        at = min(at, len(value) - 1)
+        return value[:at] + value[at + 1 :]
+    if choice == 2 and value:
+        at = min(at, len(value) - 1)
+        return value[:at] + rng.choice(letters) + value[at + 1 :]
+    if choice == 3:
+        return value[::-1]
+    if choice == 4 and len(value) * 2 <= _MAX_SIZE:
+        return value + value
+    if choice == 5 and value:
+        at = min(at, len(value) - 1)
+        return value[:at] + value[at].swapcase() + value[at + 1 :]
+    if choice == 6 and value:
+        return value[: rng.randint(0, len(value))]
+    if choice == 7 and len(value) < _MAX_SIZE:
+        return value[:at] + value[at : at + 1] * 2 + value[at + 1 :]
+    return value + rng.choice(letters)
+
+
+def _mutate_items(
+    items: list[Any], shape: Shape, domain: Domain, rng: random.Random, depth: int
+) -> list[Any]:
+    choice = rng.randrange(8)
+    if choice == 0 and items:
+        items.pop(rng.randrange(len(items)))
+    elif choice == 1 and len(items) < _MAX_SIZE:
+        items.insert(rng.randrange(len(items) + 1), _new_value(shape.items, domain, rng))
+    elif choice == 2 and items and len(items) < _MAX_SIZE:
+        items.insert(rng.randrange(len(items) + 1), items[rng.randrange(len(items))])  # a tie
+    elif choice == 3 and len(items) > 1:
+        i, j = rng.randrange(len(items)), rng.randrange(len(items))
+        items[i], items[j] = items[j], items[i]
+    elif choice == 4:
+        try:
+            items.sort(reverse=rng.random() < 0.5)
+        except TypeError:
+            items.reverse()
+    elif choice == 5 and items and depth < 3 and shape.items is not None:
+        at = rng.randrange(len(items))
+        items[at] = _mutate(items[at], shape.items, domain, rng, depth + 1)
+    elif choice == 6 and items and len(items) * 2 <= _MAX_SIZE:
+        items = items + items[: rng.randint(1, len(items))]
+    else:
+        if len(items) < _MAX_SIZE:
+            items.append(_new_value(shape.items, domain, rng))
+    return items
