@@ -203,17 +203,75 @@ def test_a_prompt_holding_the_reference_and_a_near_copy_of_another_prompt_are_re
     assert set(rows["clamp/twin-a"]["stats"]) >= {"learnability", "survivor_share", "cluster_count"}
 
 
+def wrong_example_task(task_id: str) -> dict:
+    """A task whose docstring example contradicts its (right) reference and its check."""
+    t = task(
+        task_id,
+        entry_point="double",
+        body="    return 2 * x\n",
+        test="def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(5) == 10\n",
+    )
+    t["prompt"] = prompt("double", "Return twice x.\n    >>> double(3)\n    7\n    ")
+    return t
+
+
+def test_a_prompt_example_the_reference_contradicts_is_an_ambiguous_task_shown_with_the_example(
+    import_taskset, inspect_now, reviewer_client
+):
+    inspect(import_taskset, inspect_now, [wrong_example_task("double/example")], [])
+
+    ambiguous = flag("double/example", "ambiguous")
+    assert ambiguous.explanation.startswith("the prompt's example says double(3)")
+    assert ambiguous.evidence["examples"][0]["expected"] == "7"
+    assert ambiguous.evidence["examples"][0]["reference_output"] == "6"
+    assert [t["task_id"] for t in services.manifest_lines(taskset_name="depth")] == []
+
+    page = reviewer_client.get(ambiguous.task.get_absolute_url()).content.decode()
+    assert "The prompt's own examples that the reference" in page
+    assert "<code>&gt;&gt;&gt; double(3)</code>" in page
+
+
+def test_a_passing_sample_that_answers_an_input_differently_makes_the_tests_weak(
+    import_taskset, inspect_now, reviewer_client
+):
+    check = "def check(candidate):\n" + "".join(
+        f"    assert candidate({v}) == {min(10, max(0, v))}\n" for v in (-5, 0, 5, 10, 20)
+    )
+    samples = [
+        {"task_id": "clamp/holes", "sample_id": "right", "completion": "    return min(10, max(0, x))\n"},
+        {
+            "task_id": "clamp/holes",
+            "sample_id": "lookup",
+            "model": "m1",
+            "completion": "    return {-5: 0, 0: 0, 5: 5, 10: 10, 20: 10}.get(x, 3)\n",
+        },
+    ]  # fmt: skip
+    inspect(import_taskset, inspect_now, [clamp_task("clamp/holes", check)], samples)
+
+    weak = flag("clamp/holes", "weak_tests")
+    (shown,) = weak.evidence["accepted_wrong"]
+    assert shown["sample_id"] == "lookup" and shown["model"] == "m1"
+    assert shown["sample_output"] == "3" and shown["reference_output"] != "3"
+    assert "accepts both sides" in weak.explanation
+
+    page = reviewer_client.get(weak.task.get_absolute_url()).content.decode()
+    assert "pass every run disagree with the reference" in page and "<code>lookup</code>" in page
+
+
 @pytest.mark.production
 @pytest.mark.django_db(transaction=True)
-def test_weak_tests_are_found_on_postgresql_redis_and_the_docker_sandbox(
+def test_weak_tests_and_a_wrong_example_are_found_on_postgresql_redis_and_the_docker_sandbox(
     start_worker, import_taskset
 ):
     from django.conf import settings
 
     assert settings.SANDBOX_BACKEND == "docker"
-    import_taskset(name="depth-prod", tasks=[clamp_task("clamp/weak", ONE_ASSERT)], samples=[])
+    tasks = [clamp_task("clamp/weak", ONE_ASSERT), wrong_example_task("double/example")]
+    import_taskset(name="depth-prod", tasks=tasks, samples=[])
     start_worker()
     call_command("inspect", "depth-prod", "--wait", stdout=io.StringIO())
     weak = flag("clamp/weak", "weak_tests")
     assert weak.evidence["survivors"]
+    example = flag("double/example", "ambiguous").evidence["examples"][0]
+    assert (example["expected"], example["reference_output"]) == ("7", "6")
     assert Run.objects.filter(kind=Run.BEHAVIOUR, outcome="passed").exists()
