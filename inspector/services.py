@@ -353,7 +353,9 @@ def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]
     sample_ids = dict(Sample.objects.filter(task__version=version).values_list("pk", "sample_id"))
     runs: dict[int, list[Run]] = {}
     changed: list[Task] = []
-    for task in version.tasks.only("pk", "prompt", "canonical_solution", "test", "entry_point"):
+    for task in version.tasks.only(
+        "pk", "prompt", "canonical_solution", "test", "entry_point", "source"
+    ):
         base = {"inspection": inspection, "task_id": task.pk, "repeat": 1}
         mine: list[Run] = []
         mutants = []
@@ -387,6 +389,7 @@ def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]
                     task.entry_point,
                     limit=settings.BEHAVIOUR_INPUTS,
                     prompt=task.prompt,
+                    contract=bool((task.source or {}).get("contract")),
                 )
             except (SyntaxError, ValueError):
                 inputs = []
@@ -518,6 +521,7 @@ def _behaviour_execute(run: Run) -> Execution:
         task.behaviour_inputs,
         per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
         total_seconds=settings.BEHAVIOUR_TOTAL_SECONDS,
+        contract=(task.source or {}).get("contract") or "",
     )
     limits = run_limits()
     limits = Limits(

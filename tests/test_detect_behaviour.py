@@ -73,6 +73,25 @@ def behaviour(
     return parse_behaviour(run(program).stdout, inputs)
 
 
+def test_inputs_outside_the_tasks_contract_are_skipped_before_the_solution_is_defined() -> None:
+    contract = "\n    assert isinstance(n, int) and abs(n) == n != 0, 'invalid inputs'\n"
+    # Defined after the contract ran: its change to abs() cannot widen the domain.
+    hostile = "    return n\nimport builtins\nbuiltins.abs = lambda x: x\n"
+    inputs = ["3", "-2", "'x'"]
+
+    program = behaviour_program("def f(n):\n", "    return n * 2\n", "f", inputs, contract=contract)
+    done = run(program)
+    vector = parse_behaviour(done.stdout, inputs)
+    tampered = parse_behaviour(
+        run(behaviour_program("def f(n):\n", hostile, "f", inputs, contract=contract)).stdout,
+        inputs,
+    )
+
+    assert vector is not None and vector.digests[1:] == (SKIPPED, SKIPPED)
+    assert vector.reprs[0] == "6" and '"o":2' in done.stdout
+    assert tampered is not None and tampered.digests[1:] == (SKIPPED, SKIPPED)
+
+
 # --- inputs_from_tests ---------------------------------------------------------------------------
 
 

@@ -146,6 +146,7 @@ def test_it_reports_every_bad_line_with_its_number_and_field() -> None:
 
 def test_it_reports_every_problem_on_a_single_line() -> None:
     line = {"task_id": "", "prompt": None, "domain": 3, "metadata": [], "entry_point": "class"}
+    line["contract"] = ["assert n > 0"]
 
     assert refusal(jsonl(line)) == [
         "tasks.jsonl, line 1, field 'task_id': must not be empty",
@@ -156,6 +157,7 @@ def test_it_reports_every_problem_on_a_single_line() -> None:
         " (a function name), got 'class'",
         "tasks.jsonl, line 1, field 'domain': must be a string, got a number",
         "tasks.jsonl, line 1, field 'metadata': must be an object, got an array",
+        "tasks.jsonl, line 1, field 'contract': must be a string, got an array",
     ]
 
 

@@ -34,7 +34,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = [
@@ -594,10 +594,12 @@ def behaviour_inputs(
     limit: int = 64,
     from_tests: int = 40,
     prompt: str = "",
+    contract: bool = False,
 ) -> list[str]:
     """The inputs to run a task's solutions on: up to `from_tests` found in its tests, the
     prompt's own examples, then new inputs inside the domain those show
-    (`inspector.detect.domain`) up to `limit` in all (at most MAX_INPUTS)."""
+    (`inspector.detect.domain`) up to `limit` in all (at most MAX_INPUTS). With a `contract`
+    (which the behaviour program applies), signs and empty values are left to it."""
     from inspector.detect.domain import domain_inputs, infer_domain
 
     limit = min(limit, MAX_INPUTS)
@@ -610,6 +612,8 @@ def behaviour_inputs(
             if extra not in found and len(found) < limit:
                 found.append(extra)
     domain = infer_domain(found, prompt)
+    if contract:
+        domain = replace(domain, negatives=True, zero=True, empty=True, non_empty=False)
     return found + domain_inputs(domain, given=found, seed=seed, limit=limit - len(found))
 
 
@@ -778,6 +782,39 @@ def _shown(text):
     return text if len(text) <= _REPR_CHARS else text[: _REPR_CHARS - 1] + "\u2026"
 
 
+def _outside_contract(parsed):
+    # The task's contract (the entry point's signature and docstring with asserts on its
+    # arguments, as HumanEval+ ships them) runs before the solution is defined, so the
+    # solution cannot change it; inputs it refuses are skipped: outside the task's domain.
+    guard_namespace = {"__name__": "__contract__", "__builtins__": __builtins__}
+    try:
+        _arm(_DEFINE_SECONDS)
+        try:
+            exec(compile(_CONTRACT, "contract.py", "exec"), guard_namespace)
+        finally:
+            _disarm()
+    except BaseException:
+        return 0
+    guard = guard_namespace.get(_ENTRY_POINT)
+    if not callable(guard):
+        return 0
+    outside = 0
+    for position, arguments in enumerate(parsed):
+        if arguments is None:
+            continue
+        try:
+            args, kwargs = _copy.deepcopy(arguments)
+            _arm(_PER_CALL_SECONDS)
+            try:
+                guard(*args, **kwargs)
+            finally:
+                _disarm()
+        except BaseException:
+            parsed[position] = None
+            outside += 1
+    return outside
+
+
 def _main():
     started = _time.monotonic()
     parsed = []
@@ -788,6 +825,7 @@ def _main():
             parsed.append(None)
     real_stdout = _sys.stdout
     _sys.stdout = _Discard()
+    outside = _outside_contract(parsed) if _CONTRACT else 0
     digests, reprs, error = [], [], ""
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     function = None
@@ -850,6 +888,8 @@ def _main():
             reprs.append(shown)
     _sys.stdout = real_stdout
     report = {"v": 1, "key": _KEY, "d": digests, "r": [], "t": round(calls, 4), "e": error}
+    if outside:
+        report["o"] = outside
     line = _json.dumps(report, separators=(",", ":"))
     for shown in reprs[:_MAX_REPRS]:
         report["r"].append("" if shown is None else shown)  # "": not kept (a repr never is "")
@@ -882,11 +922,16 @@ def behaviour_program(
     *,
     per_call_seconds: float = 1.0,
     total_seconds: float = 10.0,
+    contract: str = "",
 ) -> str:
     """A self-contained program (standard library only) that defines `prompt + completion`,
     calls `entry_point` on each input and prints one line: `MARKER` and a JSON object. To be run
     in the sandbox with a wall-clock limit of at least `wall_seconds(...)`; read its stdout with
     `parse_behaviour(stdout, inputs)`.
+
+    With a `contract` (statements that raise on an input outside the task's domain, written as
+    the body of the entry point, e.g. HumanEval+'s `assert n > 0`), `prompt + contract` is
+    defined first, on its own, and every input it refuses is `~skipped`, never compared.
 
     Each call is guarded: an exception is recorded by its type name, a call over
     `per_call_seconds` as `~timeout` (SIGALRM, which a solution that blocks signals or swallows
@@ -901,11 +946,13 @@ def behaviour_program(
         raise ValueError(f"{len(inputs)} inputs: at most {MAX_INPUTS} fit in one program's output")
     for text in inputs:
         parse_arguments(text)  # raises ValueError for anything that is not a literal list
+    guard = f"{prompt}{contract.rstrip()}\n    return True\n" if contract.strip() else ""
     header = "\n".join(
         [
             "# Behaviour program written by inspector.detect.behaviour",
             f"_SOURCE = {prompt + completion!r}",
             f"_ENTRY_POINT = {entry_point!r}",
+            f"_CONTRACT = {guard!r}",
             f"_INPUTS = {list(inputs)!r}",
             f"_KEY = {inputs_key(inputs)!r}",
             f"_MARKER = {MARKER!r}",

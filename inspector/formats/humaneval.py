@@ -168,6 +168,7 @@ def _read_tasks(
             _check_required_string(obj, field, report)
         _check_optional(obj, "domain", str, "a string", report)
         _check_optional(obj, "metadata", dict, "an object", report)
+        _check_optional(obj, "contract", str, "a string", report)
         _check_storable(obj, report)
         task_id = obj.get("task_id")
         if _is_usable_id(task_id):
