@@ -46,17 +46,37 @@ def vector(outputs: dict[str, object], inputs: list[str]) -> BehaviourVector:
 
 def test_the_domain_keeps_what_every_seed_shows_unless_the_prompt_says_otherwise() -> None:
     seeds = ["[1, 2, 3], 'ab'", "[4, 5], 'c'", "[7], 'zz'"]
-    domain = infer_domain(seeds, "Return the sum of the numbers.")
+    domain = infer_domain(seeds, "Return how often the word occurs.")
 
     assert domain.contains_text("[10, 20], 'q'")
+    assert domain.contains_text("[10, 20], 'Q'")  # a letter is a letter
     assert not domain.contains_text("[], 'q'")  # no empty list was ever shown
     assert not domain.contains_text("[-1], 'q'")  # nor a negative number
-    assert not domain.contains_text("[1], 'Q'")  # nor an upper-case letter
+    assert not domain.contains_text("[1], 'q1'")  # nor a digit in the text
     assert not domain.contains_text("[1.5], 'q'")  # nor a float where only ints were seen
     assert not domain.contains_text("[1], 'q', 3")  # nor a third argument
 
     spoken = infer_domain(seeds, "The list may be empty and may hold negative numbers.")
     assert spoken.contains_text("[], 'q'") and spoken.contains_text("[-1], 'q'")
+    cased = infer_domain(seeds, "The word is in lower case.")
+    assert not cased.contains_text("[1], 'Q'")
+
+
+def test_a_list_of_integers_admits_negatives_and_zero_unless_it_says_positive() -> None:
+    assert infer_domain(["[1, 2]"], "Given a list of integers").contains_text("[-3, 0]")
+    assert not infer_domain(["[1, 2]"], "Given a list of positive integers").contains_text("[-3]")
+
+
+def test_bounds_the_prompt_states_on_arguments_lengths_and_items_hold() -> None:
+    prompt = "Restrictions: 1 <= num <= 1000, 1 <= len(arr) <= 3 and -10 <= arr[i] <= 10."
+    domain = infer_domain(["5, [1, 2]", "1000, [3]"], prompt, ["num", "arr"])
+
+    assert domain.contains_text("7, [-4, 10]")  # a stated bound admits negatives
+    assert not domain.contains_text("2000, [1]")
+    assert not domain.contains_text("7, [1, 2, 3, 4]")
+    assert not domain.contains_text("7, [11]")
+    made = domain_inputs(domain, given=[], seed=0, limit=30)
+    assert made and all(domain.contains_text(text) for text in made)
 
 
 def test_non_empty_in_the_prompt_rules_out_an_empty_value_even_when_a_test_shows_one() -> None:

@@ -143,8 +143,10 @@ def test_two_consistent_groups_the_check_treats_differently_are_ambiguous() -> N
     }
     passed = {"s1": 1.0, "s2": 1.0, "s3": 0.5 + 0.5, "s4": 0.0, "s5": 0.0, "s6": 0.0}
 
-    result = sample_groups(vectors, passed)
+    result = sample_groups(vectors, passed, models={"s4": "model-a", "s5": "model-b"})
 
+    # Two samples of one model sharing a behaviour are that model's habit, not a reading.
+    assert not sample_groups(vectors, passed, models={"s4": "model-a", "s5": "model-a"}).ambiguous
     assert result.ambiguous
     assert result.accepted.members == ("s1", "s2", "s3")
     assert result.rejected.members == ("s4", "s5")
@@ -183,7 +185,7 @@ def test_small_groups_and_differences_outside_the_references_domain_do_not_count
 
     split = {"s1": v("a", "b"), "s2": v("a", "b"), "s3": v("a", "x"), "s4": v("a", "x")}
     rates = {"s1": 1.0, "s2": 1.0, "s3": 0.0, "s4": 0.0}
-    assert sample_groups(split, rates).ambiguous
+    assert sample_groups(split, rates, min_reading=2).ambiguous
     # Where the reference raises, the input is outside the task: the samples are one group.
     outside = sample_groups(split, rates, reference=v("a", "!ValueError"))
     assert not outside.ambiguous and outside.cluster_count == 1

@@ -604,14 +604,16 @@ def behaviour_inputs(
 
     limit = min(limit, MAX_INPUTS)
     found = inputs_from_tests(test_source, entry_point, limit=min(from_tests, limit))
+    names: list[str] = []
     if prompt:
-        from inspector.detect.examples import prompt_examples
+        from inspector.detect.examples import parameters, prompt_examples
 
+        names = parameters(prompt, entry_point)
         examples = [example.input for example in prompt_examples(prompt, entry_point)]
         for extra in examples + inputs_from_prompt(prompt, entry_point, limit=limit):
             if extra not in found and len(found) < limit:
                 found.append(extra)
-    domain = infer_domain(found, prompt)
+    domain = infer_domain(found, prompt, names)
     if contract:
         domain = replace(domain, negatives=True, zero=True, empty=True, non_empty=False)
     return found + domain_inputs(domain, given=found, seed=seed, limit=limit - len(found))

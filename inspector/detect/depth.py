@@ -314,7 +314,7 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
     # accepting only some.
     if len([v for v in sample_vectors.values() if v is not None]) >= 2:
         groups = signals.sample_groups(
-            sample_vectors, sample_rates, reference=reference, ruled_out=ruled_out
+            sample_vectors, sample_rates, reference=reference, ruled_out=ruled_out, models=models
         )
         cluster_count = groups.cluster_count
         if (

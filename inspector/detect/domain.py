@@ -84,6 +84,11 @@ class Shape:
     items: Shape | None = None
     values: Shape | None = None  # dict values (items holds the keys)
     ints: set[int] = field(default_factory=set)
+    # What the prompt states ("1 <= n <= 1000", "len(arr) <= 10", "arr[i] >= 0"), inclusive.
+    stated_low: float | None = None
+    stated_high: float | None = None
+    stated_len_low: int | None = None
+    stated_len_high: int | None = None
 
     def observe(self, value: Any, depth: int = 0) -> None:
         kind = _kind(value)
@@ -128,6 +133,7 @@ class Domain:
     empty: bool  # ... of an empty value
     non_empty: bool  # ... says non-empty
     same_length: list[tuple[int, int]]
+    cased: bool = False  # ... speaks of lower or upper case
     seeds: list[tuple[Any, ...]] = field(default_factory=list)
 
     def contains(self, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> bool:
@@ -151,16 +157,25 @@ class Domain:
             number = float(value)
             if number != number or abs(number) == float("inf"):
                 return False
-            if shape.low is not None and shape.low >= 0 and number < 0 and not self.negatives:
+            if shape.stated_low is not None and number < shape.stated_low:
                 return False
-            if shape.low is not None and shape.low > 0 and number == 0 and not self.zero:
+            if shape.stated_high is not None and number > shape.stated_high:
+                return False
+            inferred = shape.low is not None and shape.stated_low is None  # a stated bound rules
+            if inferred and shape.low >= 0 and number < 0 and not self.negatives:  # type: ignore[operator]
+                return False
+            if inferred and shape.low > 0 and number == 0 and not self.zero:  # type: ignore[operator]
                 return False
         if kind in _SIZED:
             size = len(value)
+            if shape.stated_len_low is not None and size < shape.stated_len_low:
+                return False
+            if shape.stated_len_high is not None and size > shape.stated_len_high:
+                return False
             seen_empty = shape.min_len == 0
             if size == 0 and (self.non_empty or not (seen_empty or self.empty)):
                 return False
-        if kind == "str" and any(_char_class(c) not in shape.chars for c in value):
+        if kind == "str" and any(self._char_outside(c, shape) for c in value):
             return False
         if depth > 6:
             return True
@@ -174,6 +189,14 @@ class Domain:
             )
         return True
 
+    def _char_outside(self, char: str, shape: Shape) -> bool:
+        kind = _char_class(char)
+        if kind in shape.chars:
+            return False
+        # A letter is a letter, unless the prompt speaks of a case.
+        letters = {"lower", "upper"}
+        return not (kind in letters and shape.chars & letters and not self.cased)
+
     def contains_text(self, text: str) -> bool:
         from inspector.detect.behaviour import parse_arguments
 
@@ -184,9 +207,76 @@ class Domain:
         return self.contains(args, kwargs)
 
 
-def infer_domain(inputs: Sequence[str], prompt: str = "") -> Domain:
+_NUMBER = r"(-?\d+(?:\.\d+)?(?:\s*\*\s*10\s*\*\*\s*\d+|e\d+)?)"
+_TARGET = r"((?:len\(\s*)?[A-Za-z_]\w*(?:\s*\[\s*\w+\s*\])*\s*\)?)"
+_RANGE = re.compile(_NUMBER + r"\s*(<=|<|≤)\s*" + _TARGET + r"\s*(<=|<|≤)\s*" + _NUMBER)
+_BOUND = re.compile(r"(?<![\w<>=])" + _TARGET + r"\s*(<=|<|>=|>|≤|≥)\s*" + _NUMBER)
+_INTEGERS = re.compile(r"\bintegers?\b|\bnumbers\b|\bfloats?\b", re.I)
+_UNSIGNED = re.compile(r"positive|non-?negative|natural", re.I)
+_CASED = re.compile(r"lower[ -]?case|upper[ -]?case|capital", re.I)
+
+
+def _number(text: str) -> float:
+    text = re.sub(r"\s+", "", text)
+    if "*10**" in text:
+        base, power = text.split("*10**")
+        return float(base) * 10 ** int(power)
+    return float(text)
+
+
+def _stated(prompt: str, parameters: Sequence[str], shapes: list[Shape]) -> None:
+    """Bounds the prompt states on the parameters, their lengths and their items."""
+
+    def target(text: str) -> tuple[Shape, str] | None:
+        text = re.sub(r"\s+", "", text)
+        length = text.startswith("len(")
+        name = re.match(r"(?:len\()?([A-Za-z_]\w*)", text).group(1)  # type: ignore[union-attr]
+        if name not in parameters:
+            return None
+        shape: Shape | None = shapes[list(parameters).index(name)]
+        for _ in range(text.count("[")):
+            shape = shape.items if shape is not None else None
+        if shape is None:
+            return None
+        return shape, "len" if length else "value"
+
+    def bound(found: tuple[Shape, str] | None, low: float | None, high: float | None) -> None:
+        if found is None:
+            return
+        shape, what = found
+        if what == "len":
+            if low is not None:
+                shape.stated_len_low = int(low)
+            if high is not None:
+                shape.stated_len_high = int(high)
+        else:
+            if low is not None:
+                shape.stated_low = low
+            if high is not None:
+                shape.stated_high = high
+
+    strict = 1e-9
+    covered: list[tuple[int, int]] = []
+    for match in _RANGE.finditer(prompt):
+        low, op1, name, op2, high = match.groups()
+        lo, hi = _number(low), _number(high)
+        bound(target(name), lo + (strict if op1 == "<" else 0), hi - (strict if op2 == "<" else 0))
+        covered.append(match.span())
+    for match in _BOUND.finditer(prompt):
+        if any(a <= match.start() < b for a, b in covered):
+            continue
+        name, op, value = match.groups()
+        number = _number(value)
+        if op in ("<=", "≤", "<"):
+            bound(target(name), None, number - (strict if op == "<" else 0))
+        else:
+            bound(target(name), number + (strict if op == ">" else 0), None)
+
+
+def infer_domain(inputs: Sequence[str], prompt: str = "", parameters: Sequence[str] = ()) -> Domain:
     """The domain of a task whose tests and examples call it on `inputs` (argument-list texts)
-    and whose instruction is `prompt`."""
+    and whose instruction is `prompt` (its function's `parameters` name the arguments whose
+    bounds the prompt states)."""
     from inspector.detect.behaviour import parse_arguments
 
     seeds: list[tuple[Any, ...]] = []
@@ -216,14 +306,20 @@ def infer_domain(inputs: Sequence[str], prompt: str = "") -> Domain:
                         for a in seeds
                     ):
                         same_length.append((left, right))
+    if arity is not None and len(parameters) == arity:
+        _stated(prompt, parameters, shapes)
+    # "a list of integers": integers, negative ones and zero included, unless the prompt says
+    # positive, non-negative or natural.
+    signed = bool(_INTEGERS.search(prompt)) and not _UNSIGNED.search(prompt)
     return Domain(
         arity=arity,
         shapes=shapes,
-        negatives=bool(_NEGATIVE.search(prompt)),
-        zero=bool(_ZERO.search(prompt)),
+        negatives=signed or bool(_NEGATIVE.search(prompt)),
+        zero=signed or bool(_ZERO.search(prompt)),
         empty=bool(_EMPTY.search(prompt)),
         non_empty=bool(_NON_EMPTY.search(prompt)),
         same_length=same_length,
+        cased=bool(_CASED.search(prompt)),
         seeds=seeds,
     )
 
@@ -336,10 +432,14 @@ def _mutate(value: Any, shape: Shape, domain: Domain, rng: random.Random, depth:
         # Within twice the largest magnitude seen: a solution's time grows with its numbers,
         # and a call the behaviour program gives up on is no evidence.
         bound = max(10, 2 * max((abs(i) for i in shape.ints), default=0))
-        return max(-bound, min(bound, rng.choice(options)))
+        low = max(-bound, shape.stated_low if shape.stated_low is not None else -bound)
+        high = min(bound, shape.stated_high if shape.stated_high is not None else bound)
+        if low > high:
+            return value
+        return int(max(low, min(high, rng.choice(options))))
     if kind == "float":
         return rng.choice(
-            [value * 2, value / 2, -value, value + 0.5, value - 0.5, round(value), value + 1.0]
+            [value * 2, value / 2, -value, value + 0.5, value - 0.5, float(round(value)), value + 1]
         )
     if kind == "str":
         return _mutate_text(value, shape, rng)
@@ -403,7 +503,7 @@ def _mutate_text(value: str, shape: Shape, rng: random.Random) -> str:
 def _mutate_items(
     items: list[Any], shape: Shape, domain: Domain, rng: random.Random, depth: int
 ) -> list[Any]:
-    choice = rng.randrange(8)
+    choice = rng.randrange(9)
     if choice == 0 and items:
         items.pop(rng.randrange(len(items)))
     elif choice == 1 and len(items) < _MAX_SIZE:
@@ -423,6 +523,8 @@ def _mutate_items(
         items[at] = _mutate(items[at], shape.items, domain, rng, depth + 1)
     elif choice == 6 and items and len(items) * 2 <= _MAX_SIZE:
         items = items + items[: rng.randint(1, len(items))]
+    elif choice == 7 and len(items) > 1:
+        items = items[: rng.randint(1, len(items) - 1)]  # down to a single item
     else:
         if len(items) < _MAX_SIZE:
             items.append(_new_value(shape.items, domain, rng))

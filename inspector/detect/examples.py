@@ -39,7 +39,13 @@ from inspector.detect.behaviour import (
     value_digest,
 )
 
-__all__ = ["Contradiction", "Example", "example_contradictions", "prompt_examples"]
+__all__ = [
+    "Contradiction",
+    "Example",
+    "example_contradictions",
+    "parameters",
+    "prompt_examples",
+]
 
 _ARROWS = (
     "should return",
@@ -157,8 +163,8 @@ def _input_output_example(
     )
     if output is None:
         return None
-    parameters = _parameters(prompt, entry_point)
-    if not parameters:
+    names = parameters(prompt, entry_point)
+    if not names:
         return None
     values: dict[str, Any] = {}
     pairs = re.split(r",\s*(?=[A-Za-z_]\w*\s*[:=])", text[len("input:") :].strip())
@@ -170,18 +176,19 @@ def _input_output_example(
         if value is _MISSING:
             return None
         values[match.group(1)] = value
-    if set(values) != set(parameters):
+    if set(values) != set(names):
         return None
     expected = _literal(output[len("output:") :].strip())
     if expected is _MISSING:
         return None
-    source = _arguments_text(tuple(values[name] for name in parameters), {})
+    source = _arguments_text(tuple(values[name] for name in names), {})
     if source is None:
         return None
     return Example(input=source, expected=expected, line=f"{text} {output}", line_number=number)
 
 
-def _parameters(prompt: str, entry_point: str) -> list[str]:
+def parameters(prompt: str, entry_point: str) -> list[str]:
+    """The names of the entry point's positional parameters, from the prompt's `def`."""
     try:
         tree = ast.parse(prompt + "\n    pass\n")
     except SyntaxError:

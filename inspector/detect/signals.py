@@ -273,6 +273,8 @@ def sample_groups(
     min_share: float = 0.2,
     tolerance: float = 0.0,
     ruled_out: frozenset[str] | set[str] = frozenset(),
+    models: Mapping[str, str] | None = None,
+    min_reading: int = 3,
 ) -> GroupsResult:
     """Groups samples by behaviour and says whether the prompt reads two ways.
 
@@ -292,7 +294,10 @@ def sample_groups(
 
     A common bug shared by a sizeable share of the samples looks the same as a second reading;
     `ruled_out` names the samples that contradict one of the prompt's own examples: a rejected
-    group most of whose members are among them is a mistake, not a reading. Other shared bugs
+    group most of whose members are among them is a mistake, not a reading. A rejected group
+    whose members come from one model (or from unnamed ones; `models`: sample id -> model name)
+    needs at least `min_reading` members: two samples of one model sharing a behaviour is one
+    model's habit, two models sharing it is a reading. Other shared bugs
     the rule cannot tell apart, the reviewer can (the explanation shows both outputs).
     """
     ids = [key for key in sorted(vectors, key=_natural) if vectors[key] is not None]
@@ -329,6 +334,9 @@ def sample_groups(
         for rejected in (g for g in big if g.verdict == "rejected"):
             if 2 * sum(m in ruled_out for m in rejected.members) > len(rejected.members):
                 continue  # the prompt's examples rule this group out: a mistake
+            sources = {(models or {}).get(m, "") for m in rejected.members} - {""}
+            if len(sources) < 2 and len(rejected.members) < min_reading:
+                continue
             a_rows = [index_of[m] for m in accepted.members]
             r_rows = [index_of[m] for m in rejected.members]
             positions = _separating(present, a_rows, r_rows, columns)
