@@ -10,13 +10,16 @@ repeated edits of the seeds) that `Domain.contains` accepts.
 What the domain holds, per positional argument (`Shape`, recursive into items, keys and values):
 - the types seen (an int is accepted where floats were seen, not the other way round; a bool or
   None only where one was seen);
-- for numbers: no negatives when none was seen and the prompt never speaks of negatives; no zero
-  when every value seen was positive and the prompt never speaks of zero or non-negatives;
-  nan and infinities never;
-- for strings, lists, tuples, dicts and sets: no empty one when none was seen and the prompt
-  never speaks of an empty one (a "non-empty" in the prompt forbids it whatever was seen); for
-  strings, only the kinds of characters seen (lower case, upper case, digits, spaces,
-  punctuation, non-ASCII);
+- for numbers: the bounds the prompt states on the argument or its items (`1 <= n <= 1000`,
+  `arr[i] >= 0`); without one, no negatives when none was seen and the prompt never speaks of
+  negatives, and no zero when every value seen was positive and the prompt never speaks of zero
+  or non-negatives; "integers", "numbers" or "floats" in a prompt that never says positive,
+  non-negative or natural admit both; nan and infinities never;
+- for strings, lists, tuples, dicts and sets: the length bounds the prompt states
+  (`len(arr) <= 10`); no empty one when none was seen and the prompt never speaks of an empty
+  one (a "non-empty" in the prompt forbids it whatever was seen); for strings, only the kinds of
+  characters seen (letters, digits, spaces, punctuation, non-ASCII; lower and upper case apart
+  only when the prompt speaks of case);
 - between arguments: the same number of them as every seed, and equal lengths for two sequence
   arguments whose lengths were equal in every seed (and at least two seeds).
 
