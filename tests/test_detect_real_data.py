@@ -65,6 +65,8 @@ def test_the_domain_keeps_what_every_seed_shows_unless_the_prompt_says_otherwise
 def test_a_list_of_integers_admits_negatives_and_zero_unless_it_says_positive() -> None:
     assert infer_domain(["[1, 2]"], "Given a list of integers").contains_text("[-3, 0]")
     assert not infer_domain(["[1, 2]"], "Given a list of positive integers").contains_text("[-3]")
+    # A single integer argument is often a count: its sign stays as the tests show it.
+    assert not infer_domain(["3, 7"], "Two integers a and b").contains_text("-1, 7")
 
 
 def test_bounds_the_prompt_states_on_arguments_lengths_and_items_hold() -> None:
@@ -75,6 +77,8 @@ def test_bounds_the_prompt_states_on_arguments_lengths_and_items_hold() -> None:
     assert not domain.contains_text("2000, [1]")
     assert not domain.contains_text("7, [1, 2, 3, 4]")
     assert not domain.contains_text("7, [11]")
+    abbreviated = infer_domain(["5"], "Restrictions: 1 <= num <= 1000", ["number"])
+    assert not abbreviated.contains_text("2000")
     made = domain_inputs(domain, given=[], seed=0, limit=30)
     assert made and all(domain.contains_text(text) for text in made)
 

@@ -14,7 +14,9 @@ What the domain holds, per positional argument (`Shape`, recursive into items, k
   `arr[i] >= 0`); without one, no negatives when none was seen and the prompt never speaks of
   negatives, and no zero when every value seen was positive and the prompt never speaks of zero
   or non-negatives; "integers", "numbers" or "floats" in a prompt that never says positive,
-  non-negative or natural admit both; nan and infinities never;
+  non-negative or natural admit both for the items of lists, tuples and sets (a single
+  argument's sign stays as the tests show it: an "integer n" is often a count); nan and
+  infinities never;
 - for strings, lists, tuples, dicts and sets: the length bounds the prompt states
   (`len(arr) <= 10`); no empty one when none was seen and the prompt never speaks of an empty
   one (a "non-empty" in the prompt forbids it whatever was seen); for strings, only the kinds of
@@ -137,6 +139,7 @@ class Domain:
     non_empty: bool  # ... says non-empty
     same_length: list[tuple[int, int]]
     cased: bool = False  # ... speaks of lower or upper case
+    signed_items: bool = False  # ... of a list of integers (or numbers), not positive ones
     seeds: list[tuple[Any, ...]] = field(default_factory=list)
 
     def contains(self, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> bool:
@@ -164,10 +167,12 @@ class Domain:
                 return False
             if shape.stated_high is not None and number > shape.stated_high:
                 return False
-            inferred = shape.low is not None and shape.stated_low is None  # a stated bound rules
-            if inferred and shape.low >= 0 and number < 0 and not self.negatives:  # type: ignore[operator]
+            # The smallest value seen, unless the prompt states a bound (which then rules).
+            seen = shape.low if shape.stated_low is None else None
+            signed = self.signed_items and depth > 0
+            if seen is not None and seen >= 0 and number < 0 and not (self.negatives or signed):
                 return False
-            if inferred and shape.low > 0 and number == 0 and not self.zero:  # type: ignore[operator]
+            if seen is not None and seen > 0 and number == 0 and not (self.zero or signed):
                 return False
         if kind in _SIZED:
             size = len(value)
@@ -235,7 +240,11 @@ def _stated(prompt: str, parameters: Sequence[str], shapes: list[Shape]) -> None
         length = text.startswith("len(")
         name = re.match(r"(?:len\()?([A-Za-z_]\w*)", text).group(1)  # type: ignore[union-attr]
         if name not in parameters:
-            return None
+            # An abbreviation of one parameter's name ("num" for `number`).
+            named = [p for p in parameters if len(name) >= 1 and p.startswith(name)]
+            if len(named) != 1:
+                return None
+            name = named[0]
         shape: Shape | None = shapes[list(parameters).index(name)]
         for _ in range(text.count("[")):
             shape = shape.items if shape is not None else None
@@ -311,14 +320,16 @@ def infer_domain(inputs: Sequence[str], prompt: str = "", parameters: Sequence[s
                         same_length.append((left, right))
     if arity is not None and len(parameters) == arity:
         _stated(prompt, parameters, shapes)
-    # "a list of integers": integers, negative ones and zero included, unless the prompt says
-    # positive, non-negative or natural.
+    # "a list of integers": its items are any integers, negative ones and zero included, unless
+    # the prompt says positive, non-negative or natural. (A single "integer n" is often a count
+    # or a size: its sign stays as the tests show it.)
     signed = bool(_INTEGERS.search(prompt)) and not _UNSIGNED.search(prompt)
     return Domain(
         arity=arity,
         shapes=shapes,
-        negatives=signed or bool(_NEGATIVE.search(prompt)),
-        zero=signed or bool(_ZERO.search(prompt)),
+        negatives=bool(_NEGATIVE.search(prompt)),
+        zero=bool(_ZERO.search(prompt)),
+        signed_items=signed,
         empty=bool(_EMPTY.search(prompt)),
         non_empty=bool(_NON_EMPTY.search(prompt)),
         same_length=same_length,
