@@ -249,6 +249,18 @@ def test_inputs_past_the_total_budget_are_skipped() -> None:
     assert vector.digests[2:] == (SKIPPED, SKIPPED)
 
 
+def test_a_solution_that_hangs_costs_three_calls_and_the_rest_is_skipped() -> None:
+    hangs = "    while args[0] > 2:\n        pass\n    return 1\n"
+    inputs = ["1", "3", "4", "2", "5", "6"]
+
+    vector = behaviour(hangs, inputs, per_call_seconds=0.2, total_seconds=30)
+
+    assert vector is not None
+    assert vector.digests[1:3] == (TIMEOUT, TIMEOUT) and is_value(vector.digests[3])
+    assert vector.digests[4:] == (TIMEOUT, SKIPPED)
+    assert vector.seconds < 1.5
+
+
 def test_the_report_fits_the_sandbox_output_tail_whatever_the_solution_prints() -> None:
     inputs = [str(i) for i in range(MAX_INPUTS)]
     noisy = (

@@ -19,7 +19,9 @@ What the program records per input (`BehaviourVector.digests`):
   lists and tuples stay apart ([1] != (1,)); other objects by type and repr, addresses removed;
 - `!` and the exception's type name when the call raised (SystemExit included);
 - `~timeout` when one call ran over `per_call_seconds`;
-- `~skipped` when the program's total budget ran out before the call: unknown, never compared.
+- `~skipped` when the program's total budget ran out before the call, or MAX_TIMEOUTS calls
+  already ran out of time (a solution that hangs costs three calls, not the whole budget), or
+  the task's contract refuses the input: unknown, never compared.
 
 The solution runs in the same process as the recording code, so a hostile solution can forge its
 own vector (or leave none). That is acceptable for what vectors are used for (grouping samples,
@@ -62,6 +64,7 @@ MAX_INPUTS = 200  # per program: keeps the digests (at most ~25 bytes each) unde
 MAX_INPUT_CHARS = 2000  # longer argument lists are left out
 MAX_REPRS = 200  # the inputs whose results are also kept as text, as far as they fit
 REPR_CHARS = 80
+MAX_TIMEOUTS = 3  # calls that ran out of time, after which the remaining inputs are skipped
 OUTPUT_BUDGET = 14000  # bytes of the marked line; behaviour runs keep the last 16 KiB of stdout
 TAIL_BYTES = 16384
 _MAX_LOOP_ITEMS = 50  # elements of one literal loop followed by inputs_from_tests
@@ -847,6 +850,7 @@ def _main():
         reprs = [None] * len(_INPUTS)
         function = None
     calls = 0.0
+    timeouts = 0
     if function is not None:
         for position, arguments in enumerate(parsed):
             keep = position < _MAX_REPRS
@@ -854,7 +858,7 @@ def _main():
                 digests.append("~skipped")
                 reprs.append(None)
                 continue
-            if _time.monotonic() - started > _TOTAL_SECONDS:
+            if timeouts >= _MAX_TIMEOUTS or _time.monotonic() - started > _TOTAL_SECONDS:
                 digests.append("~skipped")
                 reprs.append(None)
                 continue
@@ -877,6 +881,7 @@ def _main():
                     _disarm()
             except _Timeout:
                 digest = "~timeout"
+                timeouts += 1
                 shown = "timed out" if keep else None
             except BaseException as exc:
                 digest = "!" + type(exc).__name__[:24]
@@ -961,6 +966,7 @@ def behaviour_program(
             f"_PER_CALL_SECONDS = {float(per_call_seconds)!r}",
             f"_DEFINE_SECONDS = {max(2.0, float(per_call_seconds))!r}",
             f"_TOTAL_SECONDS = {float(total_seconds)!r}",
+            f"_MAX_TIMEOUTS = {MAX_TIMEOUTS!r}",
             f"_MAX_REPRS = {MAX_REPRS!r}",
             f"_REPR_CHARS = {REPR_CHARS!r}",
             f"_OUTPUT_BUDGET = {OUTPUT_BUDGET!r}",
