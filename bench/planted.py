@@ -113,7 +113,16 @@ KINDS: dict[str, tuple[str, int]] = {
     "answer_leak": ("answer_leak", 8),
 }
 # Left out of the set: whether the platform should flag them cannot be stated.
-EXCLUDED = {"HumanEval/34": "its check has a single assert (a natural weak-tests case)"}
+EXCLUDED = {
+    "HumanEval/34": "its check has a single assert (a natural weak-tests case)",
+    # Natural prompt defects (published; see bench/real.py): the docstring's own example
+    # contradicts the reference, which the platform flags `ambiguous` whatever is planted.
+    "HumanEval/47": "its docstring example gives the wrong median (a natural prompt defect)",
+    "HumanEval/116": "its docstring examples contradict its tests (a natural prompt defect)",
+}
+# Shown on their own, never counted for or against the planted truth: the set plants none, and
+# real HumanEval has some (EvalPlus lists slow references, e.g. HumanEval/63).
+UNPLANTED_ADVISORY = ("slow_reference",)
 # Near-duplicates HumanEval has of its own (TF-IDF over words: only "<>" and "()" differ).
 NATURAL_DUPLICATES = (("HumanEval/56", "HumanEval/61"),)
 
@@ -1167,6 +1176,36 @@ _NOT_DISTINCTIVE = (
 )
 
 
+def without_examples(task: dict) -> str:
+    """The prompt without the lines of its examples, as the platform reads them (a doctest's
+    expected output line too): a second reading must not be ruled out by an example, since an
+    ambiguous prompt is one whose own examples do not settle the question. The prompt is kept
+    whole if the result does not define the same function."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from inspector.detect.examples import prompt_examples
+
+    prompt = task["prompt"]
+    lines = prompt.splitlines(keepends=True)
+    dropped: set[int] = set()
+    for example in prompt_examples(prompt, task["entry_point"], limit=1000):
+        at = example.line_number - 1
+        dropped.add(at)
+        following = lines[at + 1].strip() if at + 1 < len(lines) else ""
+        if lines[at].strip().startswith(">>>") and following and not following.startswith(">>>"):
+            dropped.add(at + 1)
+    stripped = "".join(line for i, line in enumerate(lines) if i not in dropped)
+    before, after = _parse(prompt + "    pass\n"), _parse(stripped + "    pass\n")
+    if before is None or after is None:
+        return prompt
+    names = [
+        [(n.name, ast.dump(n.args)) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+        for tree in (before, after)
+    ]
+    return stripped if names[0] == names[1] else prompt
+
+
 def distinctive_line(canonical: str) -> str | None:
     """A line of the reference that gives its answer away: at least 24 characters, not a
     comment, header, import or docstring, no backslash or triple quotes; the longest of those
@@ -1439,6 +1478,7 @@ def build_planted_set(
             samples = [(c, "reading-a") for c in a] + [(c, "reading-b") for c in b]
             r.shuffle(samples)
             detail = f"reading B (rejected): {reading.strip().splitlines()[-1].strip()[:80]}"
+            task = {**task, "prompt": without_examples(task)}
             return [_Plant(task, "ambiguous", detail, samples, "ambiguous", task["test"])]
 
         def answer_leak(analysis: _Analysis, r: random.Random) -> list[_Plant] | None:
@@ -1790,6 +1830,7 @@ class Score:
     kind_found: collections.Counter = field(default_factory=collections.Counter)
     kind_extra: dict[str, collections.Counter] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)  # truth tasks missing from a report
+    unplanted: dict[str, collections.Counter] = field(default_factory=dict)  # UNPLANTED_ADVISORY
     said: dict[tuple[str, str], str] = field(default_factory=dict)  # (flag, task) -> explanation
 
     def add(self, report: list[dict], truth: dict[str, set[str]], kinds: dict[str, str]) -> None:
@@ -1802,6 +1843,9 @@ class Score:
                 self.absent.add(task_id)
                 continue
             raised = set(line.get("flags") or [])
+            for code in raised & set(UNPLANTED_ADVISORY):
+                self.unplanted.setdefault(code, collections.Counter())[task_id] += 1
+            raised -= set(UNPLANTED_ADVISORY)
             confidence = line.get("flag_confidence") or {}
             kind = kinds.get(task_id, "?")
             for code in expected:
@@ -1917,6 +1961,8 @@ def print_score(score: Score, kinds: dict[str, str]) -> None:
             said = said if len(said) <= 110 else said[:109] + "…"
             repeat = f" x{times}" if score.inspections > 1 else ""
             print(f"  {code}: {task_id} ({kinds.get(task_id, '?')}{repeat}) {said}")
+    for code, counter in sorted(score.unplanted.items()):
+        print(f"{code} (not planted, not scored): {listed(counter)}")
     if score.absent:
         print(f"tasks missing from the report: {', '.join(sorted(score.absent, key=_natural))}")
 
