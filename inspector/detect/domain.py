@@ -20,8 +20,7 @@ What the domain holds, per positional argument (`Shape`, recursive into items, k
 - for strings, lists, tuples, dicts and sets: the length bounds the prompt states
   (`len(arr) <= 10`); no empty one when none was seen and the prompt never speaks of an empty
   one (a "non-empty" in the prompt forbids it whatever was seen); for strings, only the kinds of
-  characters seen (letters, digits, spaces, punctuation, non-ASCII; lower and upper case apart
-  only when the prompt speaks of case);
+  characters seen (lower case, upper case, digits, spaces, punctuation, non-ASCII);
 - between arguments: the same number of them as every seed, and equal lengths for two sequence
   arguments whose lengths were equal in every seed (and at least two seeds).
 
@@ -46,7 +45,11 @@ _MAX_SIZE = 60  # elements or characters a generated value may grow to
 _NEGATIVE = re.compile(
     r"(?<![\w-])(?<!non-)(?<!non )negative|less than (?:0|zero)|below zero", re.I
 )
-_ZERO = re.compile(r"\bzero\b|non-?negative", re.I)
+# Zero admitted in so many words ("greater than zero" is not one of them).
+_ZERO = re.compile(
+    r"non-?negative|zero or|or zero|including zero|(?:is|be|are|equals?|to)\s+(?:0|zero)\b",
+    re.I,
+)
 _NON_EMPTY = re.compile(r"non-?empty|not (?:be )?empty", re.I)
 _EMPTY = re.compile(r"(?<!non-)(?<!non)(?<!not )(?<!not be )\bempty\b", re.I)
 
@@ -138,7 +141,6 @@ class Domain:
     empty: bool  # ... of an empty value
     non_empty: bool  # ... says non-empty
     same_length: list[tuple[int, int]]
-    cased: bool = False  # ... speaks of lower or upper case
     signed_items: bool = False  # ... of a list of integers (or numbers), not positive ones
     seeds: list[tuple[Any, ...]] = field(default_factory=list)
 
@@ -198,12 +200,7 @@ class Domain:
         return True
 
     def _char_outside(self, char: str, shape: Shape) -> bool:
-        kind = _char_class(char)
-        if kind in shape.chars:
-            return False
-        # A letter is a letter, unless the prompt speaks of a case.
-        letters = {"lower", "upper"}
-        return not (kind in letters and shape.chars & letters and not self.cased)
+        return _char_class(char) not in shape.chars
 
     def contains_text(self, text: str) -> bool:
         from inspector.detect.behaviour import parse_arguments
@@ -221,7 +218,6 @@ _RANGE = re.compile(_NUMBER + r"\s*(<=|<|≤)\s*" + _TARGET + r"\s*(<=|<|≤)\s*
 _BOUND = re.compile(r"(?<![\w<>=])" + _TARGET + r"\s*(<=|<|>=|>|≤|≥)\s*" + _NUMBER)
 _INTEGERS = re.compile(r"\bintegers?\b|\bnumbers\b|\bfloats?\b", re.I)
 _UNSIGNED = re.compile(r"positive|non-?negative|natural", re.I)
-_CASED = re.compile(r"lower[ -]?case|upper[ -]?case|capital", re.I)
 
 
 def _number(text: str) -> float:
@@ -333,7 +329,6 @@ def infer_domain(inputs: Sequence[str], prompt: str = "", parameters: Sequence[s
         empty=bool(_EMPTY.search(prompt)),
         non_empty=bool(_NON_EMPTY.search(prompt)),
         same_length=same_length,
-        cased=bool(_CASED.search(prompt)),
         seeds=seeds,
     )
 
