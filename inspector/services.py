@@ -793,12 +793,19 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
         findings = list(analysis.findings)
     else:
         for record in records:
-            del record["mode"], record["reason"]
+            del record["mode"]  # the reason stays: it tells a run the sandbox boundary decided
         analysis = analyse_runs(records)
         depth = _analyse_depth(inspection, deeper_runs, analysis)
         findings = sorted(
             [*analysis.findings, *depth.findings], key=lambda f: (f.task_key, -f.severity)
         )
+        if analysis.boundary:
+            from inspector.detect.flags import boundary_findings
+
+            names = dict(
+                Task.objects.filter(pk__in=list(analysis.boundary)).values_list("pk", "task_id")
+            )
+            harness_findings = boundary_findings(analysis, names)
     findings.extend(_drift(inspection, findings))
     with transaction.atomic():
         Flag.objects.filter(inspection_id=inspection_id).delete()

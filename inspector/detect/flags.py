@@ -4,6 +4,14 @@ Each run executed one solution of one task: the task's reference solution, one o
 or a probe (e.g. the "null" probe, a completion that does nothing). From the outcomes we flag
 tasks that nothing solves, whose reference is wrong, whose results are not reproducible, or whose
 tests a probe passes.
+
+A run may also carry its `reason` (the run's error). A run that failed through the sandbox
+boundary (its reason begins "boundary: ", workers/sandbox/runner.py: a value the solution
+returned, or the check passed, could not cross between their two sandboxes) says nothing about
+the reference: a reference whose every failure is of that kind is not flagged `unsolvable` or
+`mislabeled`; `boundary_findings` names such tasks, with the type, as findings on the
+inspection (a limit of how tasks are run, not of each task). It still counts as a fail
+everywhere else (pass rates, samples, probes): the platform did not reward it.
 """
 
 from __future__ import annotations
@@ -24,13 +32,21 @@ __all__ = [
     "SEVERITY",
     "SOLUTION_KINDS",
     "Analysis",
+    "BoundaryTask",
     "FlagCode",
     "FlagFinding",
     "TaskStats",
     "analyse_runs",
+    "boundary_findings",
 ]
 
 RUN_COLUMNS = ["run_id", "task_key", "solution_kind", "solution_key", "outcome"]
+REASON = "reason"  # optional: the run's error
+# How the reason of a run that failed through the sandbox boundary begins
+# (workers/sandbox/session.py BOUNDARY_PREFIX; not imported: the analysis knows no sandbox).
+BOUNDARY = "boundary: "
+_BOUNDARY_TYPE = re.compile(r"^boundary: an? (\S+) (?:returned|passed) by the")
+MAX_NAMED_TASKS = 20
 # Order matters: it is the order in which solutions are named in explanations.
 SOLUTION_KINDS = ("reference", "sample", "probe")
 OUTCOMES = (
@@ -73,9 +89,20 @@ class TaskStats:
 
 
 @dataclass(frozen=True)
+class BoundaryTask:
+    """A task whose reference failed only through the sandbox boundary, so was not flagged."""
+
+    task_key: int
+    types: tuple[str, ...]  # what could not cross, from the runs' reasons
+    reason: str  # one of those runs' reason
+    evidence_run_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Analysis:
     findings: list[FlagFinding]
     stats: dict[int, TaskStats]
+    boundary: dict[int, BoundaryTask] = field(default_factory=dict)
 
 
 def analyse_runs(
@@ -85,6 +112,8 @@ def analyse_runs(
 
     `task_keys` names tasks that must get stats even when they have no runs at all.
     Counts, rates and flags leave out sandbox errors; every other outcome but "passed" is a fail.
+    A reference's failures through the sandbox boundary (column `reason`, optional) are left out
+    of `unsolvable` and `mislabeled` only; a task they alone fail is in `Analysis.boundary`.
     Findings are sorted by task_key, then severity (highest first).
     """
     frame = _validated(runs)
@@ -100,6 +129,13 @@ def analyse_runs(
     is_reference = kind == _REFERENCE
     is_sample = kind == _SAMPLE
     is_probe = kind == _PROBE
+    through_boundary = (
+        failed
+        & is_reference
+        & np.array(
+            [isinstance(r, str) and r.startswith(BOUNDARY) for r in frame[REASON]], dtype=bool
+        )
+    )
 
     work = pd.DataFrame(
         {
@@ -114,6 +150,7 @@ def analyse_runs(
             "reference_runs": counted & is_reference,
             "reference_passes": passed & is_reference,
             "reference_sandbox_errors": ~counted & is_reference,
+            "reference_boundary": through_boundary,
             "sample_runs": counted & is_sample,
             "sample_passes": passed & is_sample,
             "probe_passes": passed & is_probe,
@@ -128,6 +165,7 @@ def analyse_runs(
             "reference_runs",
             "reference_passes",
             "reference_sandbox_errors",
+            "reference_boundary",
             "sample_runs",
             "sample_passes",
             "probe_passes",
@@ -141,7 +179,11 @@ def analyse_runs(
     row_solution = by_solution.ngroup().to_numpy()  # row -> position in `solutions`
 
     reference_runs = tasks["reference_runs"].to_numpy()
-    reference_never_passed = (reference_runs > 0) & (tasks["reference_passes"].to_numpy() == 0)
+    reference_boundary = tasks["reference_boundary"].to_numpy()
+    # The reference's runs that say something about it: not those the boundary decided.
+    judged = reference_runs - reference_boundary
+    reference_never_passed = (judged > 0) & (tasks["reference_passes"].to_numpy() == 0)
+    boundary_only = (reference_boundary > 0) & (judged == 0)
     sample_passes = tasks["sample_passes"].to_numpy()
     unsolvable = reference_never_passed & (sample_passes == 0)
     mislabeled = reference_never_passed & (sample_passes > 0)
@@ -185,11 +227,14 @@ def analyse_runs(
 
     keys = tasks.index.to_numpy().tolist()
     reference_part = [
-        "reference " + _passed(p, n, s)
-        for p, n, s in zip(
+        "reference "
+        + _passed(p, n, s)
+        + (f" ({b} of them failed through the sandbox boundary)" if b else "")
+        for p, n, s, b in zip(
             tasks["reference_passes"].tolist(),
             reference_runs.tolist(),
             tasks["reference_sandbox_errors"].tolist(),
+            reference_boundary.tolist(),
             strict=True,
         )
     ]
@@ -235,7 +280,75 @@ def analyse_runs(
         add(FlagCode.FLAKY, position, "same solution both passed and failed: " + "; ".join(parts))
 
     findings.sort(key=lambda finding: (finding.task_key, -finding.severity))
-    return Analysis(findings=findings, stats=_stats(tasks, task_keys))
+    boundary = _boundary_tasks(
+        frame, through_boundary, row_task, run_id, np.flatnonzero(boundary_only), keys
+    )
+    return Analysis(findings=findings, stats=_stats(tasks, task_keys), boundary=boundary)
+
+
+def _boundary_tasks(
+    frame: pd.DataFrame,
+    through_boundary: np.ndarray,
+    row_task: np.ndarray,
+    run_id: np.ndarray,
+    positions: np.ndarray,
+    keys: list[int],
+) -> dict[int, BoundaryTask]:
+    if not len(positions):
+        return {}
+    wanted = np.zeros(int(row_task.max()) + 1, dtype=bool)
+    wanted[positions] = True
+    rows = np.flatnonzero(through_boundary & wanted[row_task])
+    reasons = frame[REASON].to_numpy()
+    found: dict[int, tuple[set[str], str, list[int]]] = {}
+    for row in rows.tolist():
+        reason = str(reasons[row])
+        types, _, ids = found.setdefault(keys[row_task[row]], (set(), reason, []))
+        match = _BOUNDARY_TYPE.match(reason)
+        types.add(match.group(1) if match else "value")
+        ids.append(int(run_id[row]))
+    return {
+        key: BoundaryTask(key, tuple(sorted(types)), reason, tuple(sorted(ids)))
+        for key, (types, reason, ids) in sorted(found.items())
+    }
+
+
+def boundary_findings(analysis: Analysis, task_names: dict[int, str]) -> list[dict]:
+    """Findings on the inspection, one per type that could not cross: the tasks whose
+    reference failed only through the sandbox boundary (`task_names`: task key -> task id)."""
+    by_type: dict[str, list[BoundaryTask]] = {}
+    for task in analysis.boundary.values():
+        for name in task.types:
+            by_type.setdefault(name, []).append(task)
+    findings = []
+    for name, tasks in sorted(by_type.items(), key=lambda item: (-len(item[1]), item[0])):
+        named = [task_names.get(t.task_key, f"#{t.task_key}") for t in tasks]
+        listed = ", ".join(named[:MAX_NAMED_TASKS])
+        if len(named) > MAX_NAMED_TASKS:
+            listed += f" and {len(named) - MAX_NAMED_TASKS} more"
+        count = len(tasks)
+        findings.append(
+            {
+                "kind": "boundary",
+                "type": name,
+                "tasks": named,
+                "task_keys": [t.task_key for t in tasks],
+                "evidence_run_ids": [i for t in tasks for i in t.evidence_run_ids[:3]],
+                "reason": tasks[0].reason,
+                "explanation": (
+                    f"the reference of {count} task{_s(count)} ({listed}) failed only because "
+                    f"{_a(name)} could not cross between the solution's and the check's "
+                    "sandboxes, where one process would have passed it: a limit of how the "
+                    f"tasks are run, so {'it is' if count == 1 else 'they are'} not flagged "
+                    f"unsolvable. For example: {tasks[0].reason}"
+                ),
+            }
+        )
+    return findings
+
+
+def _a(name: str) -> str:
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
 def _validated(runs: pd.DataFrame | list[dict[str, Any]]) -> pd.DataFrame:
@@ -243,9 +356,11 @@ def _validated(runs: pd.DataFrame | list[dict[str, Any]]) -> pd.DataFrame:
         missing = [column for column in RUN_COLUMNS if column not in runs.columns]
         if missing:
             raise ValueError(f"runs lack the column(s) {', '.join(missing)}")
-        frame = runs[RUN_COLUMNS]
+        frame = runs[[*RUN_COLUMNS, REASON]] if REASON in runs.columns else runs[RUN_COLUMNS]
+        if REASON not in frame.columns:
+            frame = frame.assign(**{REASON: ""})
     else:
-        frame = pd.DataFrame(list(runs), columns=RUN_COLUMNS)
+        frame = pd.DataFrame(list(runs), columns=[*RUN_COLUMNS, REASON])
     if frame.empty:
         return frame
     empty = [column for column in RUN_COLUMNS if frame[column].isna().any()]

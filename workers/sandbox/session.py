@@ -2,8 +2,11 @@
 runner (runner.py) inside, and the worker relaying the check's calls between them.
 
 The verdict is the exit status of the check's process, reported by the check sandbox's runner;
-the solution's sandbox can only answer calls with plain data. Backends supply `Channel`s (a
-runner's stdin and stdout); this module drives them the same way for every backend."""
+the solution's sandbox can only answer the check's requests with data (and handles: runner.py).
+A check that failed where the boundary decided exits with runner.BOUNDARY_EXIT: the run is
+`failed`, and its error is the boundary's reason ("boundary: a re.Match returned by ...").
+Backends supply `Channel`s (a runner's stdin and stdout); this module drives them the same way
+for every backend."""
 
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ logger = logging.getLogger(__name__)
 RUNNER_SOURCE = Path(runner.__file__).read_bytes()
 READY_SECONDS = 30.0
 SOLUTION, CHECK = "solution", "check"
+# How the error of a run that failed through the boundary begins (inspector/detect/flags.py).
+BOUNDARY_PREFIX = "boundary: "
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,13 @@ class FdChannel(FramedChannel):
 
 OpenChannel = Callable[[str, Limits], Channel]
 OpenPair = Callable[[Limits], tuple[Channel, Channel]]
+
+
+def _boundary_reason(check_err: str) -> str:
+    for line in reversed(check_err.splitlines()):
+        if line.startswith(BOUNDARY_PREFIX):
+            return line.strip()
+    return BOUNDARY_PREFIX + "a value could not cross between the solution and the check"
 
 
 def _text(b64: str, limit: int) -> str:
@@ -333,6 +345,11 @@ class FunctionSession:
             outcome = Outcome.PASSED
         elif -signal.SIGXCPU in (code, ended.get("exit")):
             outcome, error = Outcome.TIMED_OUT, "CPU time limit reached"
+        elif code == runner.BOUNDARY_EXIT:
+            # The check failed where the boundary decided: a value that could not cross, or an
+            # operation refused on a handle. The status is the check's runner's own; the reason
+            # is the last line its child wrote.
+            outcome, error = Outcome.FAILED, _boundary_reason(check_err)
         elif _MEMORY_SIGNS.search(check_err) or _MEMORY_SIGNS.search(solution_err):
             outcome, error = (
                 Outcome.OUT_OF_MEMORY,
