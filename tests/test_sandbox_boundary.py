@@ -291,8 +291,6 @@ def test_an_object_of_the_solutions_class_answers_attribute_reads_and_method_cal
                 return iter(self.items)
             def __getitem__(self, at):
                 return self.items[at]
-            def __add__(self, other):
-                return Stack(*self.items, *other.items)
         def f(*items):
             return Stack(*items)
         """
@@ -304,10 +302,8 @@ def test_an_object_of_the_solutions_class_answers_attribute_reads_and_method_cal
             assert s.push(3) is s and s.items == [1, 2, 3]
             s.items = [9]
             assert list(s) == [9]
-            assert list(s + candidate(4)) == [9, 4]
             # The completion's class, which the test names without defining it.
-            assert isinstance(s, Stack) and len(Stack(1, 2, 3)) == 3
-            assert not isinstance([1], Stack)
+            assert len(Stack(1, 2, 3)) == 3
         """
     passes(run(session, completion, test))
 
@@ -427,6 +423,46 @@ def test_an_object_that_says_it_equals_everything_cannot_make_the_check_pass(
 ) -> None:
     result = run(session, EQ_ALWAYS, f"def check(candidate):\n    assert {assertion}\n")
     fails_through_the_boundary(result, "a Liar returned by the solution", "refused")
+
+
+# Found by an outside attack: an operator forwarded to the solution hands it the check's operand
+# (the expected value), and its code answers what makes the assertion hold.
+OPERAND_ORACLE = """\
+    class Z:
+        def __sub__(self, other):
+            return 0.0
+        __rsub__ = __truediv__ = __rtruediv__ = __pow__ = __rmul__ = __mul__ = __sub__
+        def __add__(self, other):
+            return other
+        @classmethod
+        def __instancecheck__(cls, value):
+            return True
+    def f(numbers):
+        return Z()
+    """
+
+
+@pytest.mark.parametrize(
+    "assertion",
+    [
+        "abs(candidate([1.0, 2.0, 3.0]) - 2.0 / 3.0) < 1e-6",
+        "abs(2.0 / 3.0 - candidate([1.0])) < 1e-6",
+        "candidate([2]) / 3.5 == 0.0",
+        "round(candidate([2]) - 0.333, 6) == 0",
+        "candidate([1]) + 7 == 7",
+        "sum(c * 1.5 ** i for i, c in enumerate([1, 2])) == 0 or candidate([1]) ** 2 == 0",
+        "isinstance(4, candidate([1]))",
+    ],
+)
+def test_an_operator_on_a_solutions_object_never_shows_it_the_checks_operand(
+    session, assertion: str
+) -> None:
+    result = run(
+        session,
+        OPERAND_ORACLE,
+        f"def check(candidate):\n    assert {assertion}\n",
+    )
+    fails_through_the_boundary(result, "a Z returned by the solution", "refused")
 
 
 def test_a_solution_that_lies_about_its_handles_cannot_make_them_equal_anything(session) -> None:

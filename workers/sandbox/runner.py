@@ -46,12 +46,15 @@ library's) stays in the solution's process, in a table kept for the run, and the
 `Handle`: a number and a type name. The handle rules:
 - Forwarded to the solution's process, and answered there by its code: attribute reads, writes
   and deletions (`m.span`, `obj.attr = 1`), calls (`m.group(0)`, `Cls(2)`), len(), iter() and
-  next(), `[]` (get, set, delete), str(), repr(), format(), dir(), the arithmetic and bitwise
-  operators (`+`, `-`, ..., unary `-`, abs(), `~`), int(), float(), operator.index(), round(),
-  math.floor/ceil/trunc and `isinstance(x, handle)`. What comes back obeys the same rules,
+  next(), `[]` (get, set, delete), str(), repr(), format(), dir(), the unary operators
+  (unary `-`, abs(), `~`), int(), float(), operator.index(), round() and
+  math.floor/ceil/trunc. What comes back obeys the same rules,
   recursively. A handle sent back (an argument, or inside one) is the solution's own object
   again on its side.
-- Never forwarded: `==` and `!=`, the orderings, bool() and hash(). Answered by the solution's
+- Never forwarded: the binary operators (`handle - expected` would show the solution the
+  check's operand, often the expected value, and let it answer 0.0) and `isinstance(x, handle)`,
+  for the same reason: they raise a `CrossingError`. Nor `==` and `!=`, the orderings, bool()
+  and hash(). Answered by the solution's
   code they would let it decide a check's assertion (an `__eq__` that is always true). They are
   decided on the check's side: a handle equals itself and nothing else, and is true and hashable
   by identity, only if its type keeps Python's defaults (no __eq__/__ne__, no __bool__/__len__
@@ -779,7 +782,10 @@ def read_frame(fd: int) -> dict | None:
     body = _read_exact(fd, size)
     if body is None:
         return None
-    message = json.loads(body)
+    try:
+        message = json.loads(body)
+    except RecursionError:  # a frame nested deeper than the parser goes: a broken peer
+        raise BoundaryError("a frame nested too deeply") from None
     if type(message) is not dict:
         raise BoundaryError("a frame must hold an object")
     return message
@@ -861,13 +867,9 @@ class Handle:
         return _CHECK.request(self, "round", args=_CHECK.sent(list(ndigits)))
 
     def __instancecheck__(self, value) -> bool:
-        if type(value) is not Handle and _is_iterator(type(value)):
-            return False  # (sending it would consume it)
-        try:
-            sent = _CHECK.encode(value)
-        except _NotData:
-            return False  # an object of the check's is no instance of the solution's class
-        return _CHECK.request(self, "isinstance", value=sent) is True
+        # Sent to the solution, the check's value would let its code choose the answer knowing
+        # what the check holds (an __instancecheck__ that says yes to the expected value).
+        raise self._refuse("isinstance() against it")
 
     def __bool__(self) -> bool:
         if object.__getattribute__(self, "_inspector_truthy"):
@@ -921,20 +923,21 @@ _UNARY = {
     "complex": complex, "index": operator.index, "floor": math.floor, "ceil": math.ceil,
     "trunc": math.trunc,
 }  # fmt: skip
-_BINARY = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
-    "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
-    "pow": operator.pow, "matmul": operator.matmul, "lshift": operator.lshift,
-    "rshift": operator.rshift, "and": operator.and_, "or": operator.or_,
-    "xor": operator.xor, "divmod": divmod,
-}  # fmt: skip
+_BINARY = (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift",
+    "and", "or", "xor", "divmod",
+)  # fmt: skip
 
 
 def _forwarding(op: str):
     def method(self, *operand):
         if op in _UNARY:
             return _CHECK.request(self, op)
-        return _CHECK.request(self, op, other=_CHECK.sent(operand[0]))
+        # A binary operator would hand the check's operand (often the expected value:
+        # `abs(candidate(x) - expected) < 1e-6`) to the solution's code, which could then
+        # answer what makes the assertion hold: refused, like ==.
+        name = op[1:] if op.startswith("r") and op[1:] in _BINARY else op
+        raise self._refuse(f"the operator {name} on it")
 
     method.__name__ = f"__{op}__"
     return method
@@ -1036,14 +1039,8 @@ class _Solution:
             return self._ok(format(target, str(request["spec"])))
         if op == "round":
             return self._ok(round(target, *codec.decode(request["args"])))
-        if op == "isinstance":
-            return self._ok(isinstance(codec.decode(request["value"]), target))
         if op in _UNARY:
             return self._ok(_UNARY[op](target))
-        if op in _BINARY:
-            return self._ok(_BINARY[op](target, codec.decode(request["other"])))
-        if op[:1] == "r" and op[1:] in _BINARY:
-            return self._ok(_BINARY[op[1:]](codec.decode(request["other"]), target))
         raise BoundaryError(f"an unknown request {str(op)[:40]!r}")
 
     def _names(self, names) -> dict:
