@@ -4,13 +4,12 @@ evidence. Pure functions on plain data; the fixtures are our own."""
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
 from inspector.detect.behaviour import (
     BehaviourVector,
     behaviour_inputs,
+    inputs_key,
     parse_arguments,
     value_digest,
 )
@@ -37,8 +36,7 @@ def vector(outputs: dict[str, object], inputs: list[str]) -> BehaviourVector:
         else:
             digests.append(value_digest(value))
             reprs.append(repr(value))
-    key = hashlib.sha256("\x00".join(inputs).encode()).hexdigest()[:12]
-    return BehaviourVector(key, tuple(digests), tuple(reprs), inputs=tuple(inputs))
+    return BehaviourVector(inputs_key(inputs), tuple(digests), tuple(reprs), inputs=tuple(inputs))
 
 
 # --- the domain ----------------------------------------------------------------------------------
@@ -279,9 +277,6 @@ def test_the_depth_analysis_flags_an_example_the_reference_contradicts_as_ambigu
     inputs = [e.input for e in examples]
     reference = vector({"[3, 1, 2, 4, 5]": 3, "[-10, 4, 6, 1000, 10, 20]": 8.0, "[1, 2, 3]": 2,
                         "[5]": 5, "[1, 3]": 2.0}, inputs)  # fmt: skip
-    from inspector.detect.behaviour import inputs_key
-
-    reference = BehaviourVector(inputs_key(inputs), reference.digests, reference.reprs, inputs)
     task = {"task_key": 1, "task_id": "t/1", "prompt": PROMPT, "canonical_solution": "",
             "inputs": inputs, "entry_point": "median", "test": ""}  # fmt: skip
     runs = [

@@ -359,7 +359,7 @@ def domain_inputs(
             position = rng.randrange(len(base))
             base[position] = _mutate(base[position], domain.shapes[position], domain, rng, 0)
         for left, right in domain.same_length:
-            base[left], base[right] = _same_size(base[left], base[right], rng)
+            base[left], base[right] = _same_size(base[left], base[right])
         if not domain.contains(base):
             continue
         parts = [literal_source(value) for value in base]
@@ -374,7 +374,7 @@ def domain_inputs(
     return made
 
 
-def _same_size(left: Any, right: Any, rng: random.Random) -> tuple[Any, Any]:
+def _same_size(left: Any, right: Any) -> tuple[Any, Any]:
     """Cut the longer of two sequences to the other's length (equal lengths are in the domain)."""
     try:
         size = min(len(left), len(right))

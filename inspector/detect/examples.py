@@ -151,7 +151,7 @@ def _input_output_example(
     lines: list[str], number: int, entry_point: str, prompt: str
 ) -> Example | None:
     text = lines[number - 1].strip()
-    if not text.lower().startswith("input:") or number >= len(lines) + 1:
+    if not text.lower().startswith("input:"):
         return None
     output = next(
         (

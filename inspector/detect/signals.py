@@ -145,6 +145,19 @@ def _best_difference(
     )
 
 
+def _passing(
+    vectors: Mapping[str, BehaviourVector | None], passed: Mapping[str, float], threshold: float
+) -> tuple[list[str], list[BehaviourVector]]:
+    """The samples (natural order) with a vector whose pass rate is at least `threshold`, and
+    their vectors."""
+    ids = [
+        key
+        for key in sorted(vectors, key=_natural)
+        if vectors[key] is not None and float(passed.get(key, 0.0)) >= threshold
+    ]
+    return ids, [vectors[key] for key in ids]  # type: ignore[misc]
+
+
 # --- Surviving mutants ---------------------------------------------------------------------------
 
 
@@ -525,12 +538,7 @@ def reference_disagrees(
     Confidence: majority share, times 0.6 when one side raised instead of returning, times 0.75
     when only one input disagrees.
     """
-    ids = [
-        key
-        for key in sorted(vectors, key=_natural)
-        if vectors[key] is not None and float(passed.get(key, 0.0)) >= pass_threshold
-    ]
-    present: list[BehaviourVector] = [vectors[key] for key in ids]  # type: ignore[misc]
+    ids, present = _passing(vectors, passed, pass_threshold)
     _same_inputs([reference, *present])
     needed = max(min_agreeing, math.ceil(majority * len(ids) - 1e-9))
     if not ids or len(ids) < needed:
@@ -634,12 +642,7 @@ def accepted_disagreements(
     input; more for samples that differ in distinct ways (independent mistakes), for two or more
     models, and for differences on several inputs; at most 0.95.
     """
-    ids = [
-        key
-        for key in sorted(vectors, key=_natural)
-        if vectors[key] is not None and float(passed.get(key, 0.0)) >= 1.0
-    ]
-    present: list[BehaviourVector] = [vectors[key] for key in ids]  # type: ignore[misc]
+    ids, present = _passing(vectors, passed, 1.0)
     _same_inputs([reference, *present])
     found: list[AcceptedDisagreement] = []
     patterns: set[tuple[tuple[int, str], ...]] = set()
