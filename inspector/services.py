@@ -484,6 +484,8 @@ def _sandbox():
         settings.SANDBOX_BACKEND,
         allow_unsandboxed=settings.SANDBOX_ALLOW_UNSANDBOXED,
         python=settings.SANDBOX_PYTHON or None,
+        cgroups=settings.SANDBOX_CGROUPS,
+        cgroup_root=settings.SANDBOX_CGROUP_ROOT or None,
     )
 
 

@@ -186,6 +186,11 @@ if SANDBOX_BACKEND not in ("local", "docker"):
     )
 SANDBOX_ALLOW_UNSANDBOXED = envbool("SANDBOX_ALLOW_UNSANDBOXED", "False")
 SANDBOX_PYTHON = env("SANDBOX_PYTHON", "")  # empty: /usr/bin/python3, else this interpreter
+# Kernel limits on each sandbox as a whole (memory and process count of all its processes
+# together), through cgroups: "auto" uses them where the host allows (root, or a delegated
+# SANDBOX_CGROUP_ROOT) and warns loudly where not; "required" refuses to run without them.
+SANDBOX_CGROUPS = env("SANDBOX_CGROUPS", "auto")
+SANDBOX_CGROUP_ROOT = env("SANDBOX_CGROUP_ROOT", "")
 # Docker backend: the image (built locally by bin/build-sandbox-image) and how many containers
 # each worker process keeps started ahead of need.
 SANDBOX_IMAGE = env("SANDBOX_IMAGE", "inspector-sandbox:bookworm")

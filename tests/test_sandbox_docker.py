@@ -154,7 +154,7 @@ def test_the_runner_is_pid_1_beyond_the_solutions_reach_and_cleans_between_runs(
         "import os, socket\n"
         "def add(a, b):\n"
         "    pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
-        "    assert pids == [1, os.getpid()], pids\n"
+        "    assert pids == [1, os.getppid(), os.getpid()], pids  # runner, supervisor, run\n"
         "    assert os.listdir('/tmp') == [] and os.listdir('/dev/shm') == []\n"
         "    assert (os.getuid(), os.getgid()) == (65534, 65534)\n"
         "    assert os.listdir('/sys/class/net') == ['lo']\n"
@@ -313,7 +313,11 @@ def test_how_the_engine_runs_a_container(sandbox, engine):
     info = engine.inspect_container(pooled)
     host, config = info["HostConfig"], info["Config"]
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
-    assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"][0] == "no-new-privileges"
+    profile = json.loads(host["SecurityOpt"][1].removeprefix("seccomp="))
+    assert {"ptrace", "process_vm_readv", "add_key", "shmget"} <= set(
+        profile["syscalls"][0]["names"]
+    )
     assert host["PidsLimit"] == QUICK.max_processes
     assert host["Memory"] == host["MemorySwap"] == QUICK.memory_bytes
     assert host["NanoCpus"] == 1_000_000_000 and host["LogConfig"]["Type"] == "none"

@@ -27,8 +27,16 @@ _docker: dict[int, Sandbox] = {}
 
 
 def get_sandbox(
-    backend: str = "local", *, allow_unsandboxed: bool = False, python: str | None = None
+    backend: str = "local",
+    *,
+    allow_unsandboxed: bool = False,
+    python: str | None = None,
+    cgroups: str | None = None,
+    cgroup_root: str | None = None,
 ) -> Sandbox:
+    """The backend asked for. `cgroups` (auto, required, off) and `cgroup_root` say how the
+    local backend limits a whole sandbox; unset, they come from SANDBOX_CGROUPS and
+    SANDBOX_CGROUP_ROOT in the environment (Docker limits each container by itself)."""
     if backend not in BACKENDS:
         raise SandboxUnavailable(
             f"unknown sandbox backend {backend!r}: accepted values are {', '.join(BACKENDS)}"
@@ -44,10 +52,14 @@ def get_sandbox(
             _docker.clear()  # a parent's, inherited through fork
             _docker[pid] = DockerSandbox()
         return _docker[pid]
+    isolation = {
+        "cgroup_mode": cgroups or os.environ.get("SANDBOX_CGROUPS") or "auto",
+        "cgroup_root": cgroup_root or os.environ.get("SANDBOX_CGROUP_ROOT") or None,
+    }
     try:
-        return LocalSandbox(python=python)
+        return LocalSandbox(python=python, **isolation)
     except SandboxUnavailable as exc:
         if not allow_unsandboxed:
             raise
         logger.warning("bubblewrap sandbox unavailable (%s); falling back to unsandboxed", exc)
-        return UnsandboxedSandbox(python=python)
+        return UnsandboxedSandbox(python=python, **isolation)

@@ -102,6 +102,7 @@ def execute(
     limits: Limits,
     preexec: Callable[[], None],
     stop: Callable[[int], None] = kill_group,
+    pass_fds: tuple[int, ...] = (),
 ) -> RawRun:
     """Run argv in a session of its own, keep the ends of its output, and `stop(pid)` it at
     the limits; whatever is left of its process group is killed when it ends."""
@@ -117,6 +118,7 @@ def execute(
             stderr=subprocess.PIPE,
             preexec_fn=preexec,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         error = f"cannot start {argv[0]}: {exc}"

@@ -52,6 +52,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.types import LogConfig, Ulimit
 
+from workers.sandbox import seccomp
 from workers.sandbox.base import (
     Execution,
     Limits,
@@ -98,7 +99,8 @@ _NO_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.SIG_DFL); del s
 # writes the program to /work/main.py, runs `python -I main.py` as its child (stdin /dev/null,
 # RLIMIT_AS like the local backend and the runner's children), reaps whatever the program
 # leaves, and exits with the program's status, 128+N for a program killed by signal N.
-_RUN_INIT = """import os, resource, signal, struct
+_RUN_INIT = """import ctypes, os, resource, signal, struct
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE: the program cannot reach pid 1
 _program = _read(struct.unpack(">I", _read(4))[0])
 with open("main.py", "wb") as _fh:
     _fh.write(_program)
@@ -405,7 +407,9 @@ class DockerSandbox:
                 WORK: f"size={key.file_bytes},mode=0700,uid=65534,gid=65534",
             },
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            # The same system-call filter as the local backend's (seccomp.py), instead of the
+            # engine's default profile, which lets ptrace and process_vm_readv through.
+            security_opt=["no-new-privileges", seccomp.docker_security_opt()],
             pids_limit=key.max_processes,
             mem_limit=key.memory_bytes,
             memswap_limit=key.memory_bytes,

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from workers.sandbox import cgroups, seccomp
 from workers.sandbox.base import (
     Execution,
     Limits,
@@ -24,7 +25,7 @@ from workers.sandbox.base import (
     execute,
     kill_group,
 )
-from workers.sandbox.runner import BOOTSTRAP
+from workers.sandbox.runner import BOOTSTRAP, ONE_OFF_INIT
 from workers.sandbox.session import (
     CHECK,
     RUNNER_SOURCE,
@@ -54,10 +55,12 @@ NO_BWRAP = (
     "bubblewrap (bwrap) is not installed: apt-get install bubblewrap; or set "
     "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
 )
-_INIT_NAME = "sandbox-init"  # the shell's $0, which prefixes its own error messages
+_INIT_NAME = "sandbox-init"  # prefixes the one-off init's own error messages
+CGROUP_MODES = ("auto", "required", "off")
 _checks: dict[tuple[str, str, bool], str] = {}
 _checks_lock = threading.Lock()
 _warned = threading.Event()
+_cgroups_warned = threading.Event()
 
 
 def default_python() -> str:
@@ -79,7 +82,9 @@ def _own_task_count() -> int:
     return count
 
 
-def _limiter(limits: Limits, uid: int | None) -> Callable[[], None]:
+def _limiter(
+    limits: Limits, uid: int | None, cgroup: cgroups.SandboxCgroup | None = None
+) -> Callable[[], None]:
     nproc = limits.max_processes
     if uid is None:
         # Not root: the sandbox keeps our uid, whose other processes count against NPROC too.
@@ -92,7 +97,13 @@ def _limiter(limits: Limits, uid: int | None) -> Callable[[], None]:
         (resource.RLIMIT_CPU, math.ceil(limits.wall_seconds) + 1),
     ]
 
+    procs_files = cgroup.procs_files if cgroup is not None else ()
+
     def apply() -> None:
+        # Into the sandbox's cgroup while still allowed to write there: every process the
+        # sandbox starts is born inside it.
+        if procs_files:
+            cgroups.join(procs_files)
         # Root ignores RLIMIT_NPROC, so the run gets a uid of its own first.
         if uid is not None:
             os.setgroups([])
@@ -102,6 +113,32 @@ def _limiter(limits: Limits, uid: int | None) -> Callable[[], None]:
             resource.setrlimit(which, (value, value))
 
     return apply
+
+
+def _cgroup_controller(mode: str, root: str | None) -> cgroups.Controller | None:
+    """The kernel's limits on a whole sandbox (memory, process count), or None with a loud
+    warning (SANDBOX_CGROUPS=auto) or a refusal (=required) when this host offers none."""
+    if mode not in CGROUP_MODES:
+        raise SandboxUnavailable(
+            f"unknown SANDBOX_CGROUPS={mode!r}: accepted values are {', '.join(CGROUP_MODES)}"
+        )
+    if mode == "off":
+        return None
+    controller = cgroups.detect(root)
+    if controller is not None:
+        return controller
+    why = cgroups.unavailable_reason()
+    if mode == "required":
+        raise SandboxUnavailable(f"SANDBOX_CGROUPS=required, but no cgroup is usable: {why}")
+    if not _cgroups_warned.is_set():
+        _cgroups_warned.set()
+        logger.warning(
+            "NOT ENFORCED: memory and process limits hold per process only, not per sandbox "
+            "(%s); several processes of one run together can hold more than RUN_MEMORY_MB. "
+            "Set SANDBOX_CGROUPS=required to refuse to run instead.",
+            why,
+        )
+    return None
 
 
 def _remove_tree(path: str) -> None:
@@ -161,14 +198,32 @@ class _LocalBase:
         python: str | None = None,
         uid_base: int = DEFAULT_UID_BASE,
         work_root: str | None = None,
+        cgroup_mode: str = "auto",
+        cgroup_root: str | None = None,
     ) -> None:
         self.python = python or default_python()
         self.uid_base = uid_base
         self.work_root = work_root
+        self.cgroups = _cgroup_controller(cgroup_mode, cgroup_root)
         self._ready()
 
     def _ready(self) -> None:
         pass
+
+    def enforced(self) -> dict[str, str]:
+        """What this backend enforces, layer by layer, for a health page or a log line."""
+        return {
+            "namespaces": "bubblewrap" if self.pid_namespace else "none (unsandboxed)",
+            "sandbox limits": repr(self.cgroups) if self.cgroups else "per process only",
+            "seccomp": "on" if getattr(self, "seccomp_program", b"") else "off",
+        }
+
+    def _cgroup(self, role: str, limits: Limits) -> cgroups.SandboxCgroup | None:
+        if self.cgroups is None:
+            return None
+        return self.cgroups.create(
+            role, memory_bytes=limits.memory_bytes, max_processes=limits.max_processes
+        )
 
     def run_uid(self) -> int | None:
         # Per worker process, so concurrent workers do not share one NPROC budget.
@@ -212,6 +267,8 @@ class _LocalBase:
         to_runner_r, to_runner_w = os.pipe()
         from_runner_r, from_runner_w = os.pipe()
         errors = tempfile.TemporaryFile()
+        cgroup = self._cgroup(role, limits)
+        filter_fd = self._seccomp_fd()
         # Nobody reopens these through /proc/PID/fd: without it, a run of the worker's own
         # uid (a worker not running as root) could write frames into the runner's channel.
         for fd in (to_runner_r, from_runner_r, errors.fileno()):
@@ -225,21 +282,26 @@ class _LocalBase:
         )
         try:
             proc = subprocess.Popen(
-                self._runner_argv(folder, limits),
+                self._runner_argv(folder, limits, filter_fd),
                 cwd=folder,
                 env={**RUNNER_ENV, "HOME": folder} if not self.pid_namespace else RUNNER_ENV,
                 stdin=to_runner_r,
                 stdout=from_runner_w,
                 stderr=errors,
-                preexec_fn=_limiter(session_limits, uid),
+                preexec_fn=_limiter(session_limits, uid, cgroup),
                 start_new_session=True,
-                pass_fds=peer or (),
+                pass_fds=(*(peer or ()), *(() if filter_fd is None else (filter_fd,))),
             )
         except OSError:
             for fd in (to_runner_r, to_runner_w, from_runner_r, from_runner_w):
                 os.close(fd)
             _remove_tree(folder)
+            if cgroup is not None:
+                cgroup.remove()
             raise
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
         os.close(to_runner_r)
         os.close(from_runner_w)
 
@@ -248,6 +310,8 @@ class _LocalBase:
             proc.wait()
             if uid is not None and not self.pid_namespace:
                 _kill_uid(uid)
+            if cgroup is not None:
+                cgroup.remove()
             _remove_tree(folder)
             errors.seek(0)
             text = errors.read()[-2000:].decode("utf-8", errors="replace").strip()
@@ -255,6 +319,8 @@ class _LocalBase:
             return f"runner stderr: {text}" if text else ""
 
         channel = FdChannel(to_runner_w, from_runner_r, on_close=stop)
+        if cgroup is not None:
+            channel.oom_kills = cgroup.oom_kills
         channel.init_extra = {"pid_namespace": self.pid_namespace, "work": self._work(folder)}
         if peer:
             channel.init_extra["peer"] = list(peer)
@@ -263,6 +329,9 @@ class _LocalBase:
 
     def _work(self, folder: str) -> str:
         return "/work"
+
+    def _seccomp_fd(self) -> int | None:
+        return None
 
     def _stop(self, pid: int) -> None:
         kill_group(pid)
@@ -285,6 +354,13 @@ class LocalSandbox(_LocalBase):
         if not found:
             raise SandboxUnavailable(NO_BWRAP)
         self.bwrap = found
+        try:
+            self.seccomp_program = seccomp.bpf_program()
+        except seccomp.SeccompUnavailable as exc:
+            raise SandboxUnavailable(
+                f"no system-call filter for the sandbox: {exc}; or set "
+                "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
+            ) from None
         # Start one sandbox per process, so a host without user namespaces fails early.
         key = (self.bwrap, self.python, os.geteuid() == 0)
         with _checks_lock:
@@ -298,7 +374,25 @@ class LocalSandbox(_LocalBase):
                 "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
             )
 
-    def _argv(self, folder: str, limits: Limits, env: dict[str, str] | None = None) -> list[str]:
+    def _seccomp_fd(self) -> int:
+        """A pipe holding the filter, for `bwrap --seccomp FD` (it reads it to the end)."""
+        read_end, write_end = os.pipe()
+        try:
+            os.write(write_end, self.seccomp_program)  # a few KiB: fits the pipe's buffer
+        finally:
+            os.close(write_end)
+        return read_end
+
+    def _argv(
+        self,
+        folder: str,
+        limits: Limits,
+        filter_fd: int,
+        env: dict[str, str] | None = None,
+        *,
+        work_tmpfs: bool = False,
+    ) -> list[str]:
+        """bwrap's options, up to the command that becomes the sandbox's pid 1."""
         argv = [self.bwrap, *_BWRAP_OPTIONS]
         real = os.path.realpath(self.python)
         if not real.startswith("/usr/"):
@@ -307,43 +401,59 @@ class LocalSandbox(_LocalBase):
         # Python itself needs nothing from /etc; the time zone is the only thing worth keeping.
         if os.path.exists("/etc/localtime"):
             argv += ["--ro-bind", "/etc/localtime", "/etc/localtime"]
-        # Sized, or writing to them could fill the host's memory.
+        # Sized, or writing to them could fill the host's memory; emptied after every run.
         for tmpfs in ("/dev/shm", "/tmp"):
             argv += ["--size", str(limits.file_bytes), "--tmpfs", tmpfs]
-        # The root is a tmpfs: read-only, or the program could fill memory through it.
-        argv += ["--bind", folder, "/work", "--remount-ro", "/", "--chdir", "/work", "--clearenv"]
+        if work_tmpfs:
+            # A session's code arrives on stdin: its /work is a sized tmpfs, not a host folder
+            # that a run could fill the host's disk through.
+            argv += ["--size", str(limits.file_bytes), "--tmpfs", "/work"]
+        else:
+            argv += ["--bind", folder, "/work"]
+        # The root is a tmpfs and /dev another (bwrap's, with its device nodes): read-only,
+        # or a run could leave files there that no clean-up looks for.
+        argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--clearenv"]
         for name, value in (env or SANDBOX_ENV).items():
             argv += ["--setenv", name, value]
-        # bwrap's own pid 1 exits after telling bwrap the status, and bwrap exits without
-        # reaping it: each run would leave a zombie of the sandbox uid for the host's init
-        # (eating the NPROC budget if that init is slow). A shell as pid 1 is reaped by bwrap,
-        # reaps orphans itself, and keeps the program an ordinary process (pid 1 ignores
-        # signals it has no handler for).
-        init = ["--as-pid-1", "/usr/bin/sh", "-c", '"$@"; exit $?', _INIT_NAME]
-        return [*argv, *init, self.python, "-I", "main.py"]
+        # The system-call filter holds for every process of the sandbox, pid 1 included.
+        argv += ["--seccomp", str(filter_fd)]
+        # The command is the sandbox's pid 1 (bwrap's own init would leave a zombie per run):
+        # a Python process that makes itself not dumpable before anything else runs, so no
+        # process of the sandbox can ptrace it, write its memory through /proc/1/mem or read
+        # its descriptors; and pid 1 gets no signal from inside unless it handles it.
+        return [*argv, "--as-pid-1"]
 
-    def _runner_argv(self, folder: str, limits: Limits) -> list[str]:
-        program_argv = self._argv(folder, limits, RUNNER_ENV)  # ends with: python -I main.py
-        # A session's code arrives on stdin: its /work is a sized tmpfs, not a host folder that
-        # a run could fill the host's disk through.
-        at = program_argv.index("--bind")
-        program_argv[at : at + 3] = ["--size", str(limits.file_bytes), "--tmpfs", "/work"]
-        return [*program_argv[:-2], "-I", "-c", BOOTSTRAP]
+    def _runner_argv(self, folder: str, limits: Limits, filter_fd: int | None) -> list[str]:
+        assert filter_fd is not None
+        argv = self._argv(folder, limits, filter_fd, RUNNER_ENV, work_tmpfs=True)
+        return [*argv, self.python, "-I", "-c", BOOTSTRAP]
 
     def _stop(self, pid: int) -> None:
         _stop_bwrap(pid)
 
     def run_python(self, program: str, *, limits: Limits) -> Execution:
         uid = self.run_uid()
-        with work_folder(program, uid, self.work_root) as folder:
-            run = execute(
-                self._argv(folder, limits),
-                cwd=folder,
-                env=dict(SANDBOX_ENV),
-                limits=limits,
-                preexec=_limiter(limits, uid),
-                stop=_stop_bwrap,
-            )
+        cgroup = self._cgroup("program", limits)
+        filter_fd = self._seccomp_fd()
+        try:
+            with work_folder(program, uid, self.work_root) as folder:
+                init = ONE_OFF_INIT % {"name": _INIT_NAME}
+                run = execute(
+                    [*self._argv(folder, limits, filter_fd), self.python, "-I", "-c", init],
+                    cwd=folder,
+                    env=dict(SANDBOX_ENV),
+                    limits=limits,
+                    preexec=_limiter(limits, uid, cgroup),
+                    stop=_stop_bwrap,
+                    pass_fds=(filter_fd,),
+                )
+        finally:
+            os.close(filter_fd)
+            oom_killed = cgroup is not None and cgroup.oom_kills() > 0
+            if cgroup is not None:
+                cgroup.remove()
+        if oom_killed and run.exit_code not in (0, None):
+            run.exit_code = -signal.SIGKILL  # the sandbox's memory limit: classified below
         # bwrap reports a child killed by signal N as exit status 128+N.
         if run.exit_code is not None and 128 < run.exit_code <= 128 + 64:
             run.exit_code = 128 - run.exit_code
@@ -374,7 +484,7 @@ class UnsandboxedSandbox(_LocalBase):
     name = "unsandboxed"
     pid_namespace = False
 
-    def _runner_argv(self, folder: str, limits: Limits) -> list[str]:
+    def _runner_argv(self, folder: str, limits: Limits, filter_fd: int | None) -> list[str]:
         return [self.python, "-I", "-c", BOOTSTRAP]
 
     def _work(self, folder: str) -> str:
@@ -390,6 +500,7 @@ class UnsandboxedSandbox(_LocalBase):
 
     def run_python(self, program: str, *, limits: Limits) -> Execution:
         uid = self.run_uid()
+        cgroup = self._cgroup("program", limits)
         with work_folder(program, uid, self.work_root) as folder:
             try:
                 run = execute(
@@ -397,11 +508,13 @@ class UnsandboxedSandbox(_LocalBase):
                     cwd=folder,
                     env={**SANDBOX_ENV, "HOME": folder},
                     limits=limits,
-                    preexec=_limiter(limits, uid),
+                    preexec=_limiter(limits, uid, cgroup),
                 )
             finally:
                 if uid is not None:
                     _kill_uid(uid)
+                if cgroup is not None:
+                    cgroup.remove()
         return classify(run, limits)
 
 

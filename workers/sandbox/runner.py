@@ -14,8 +14,13 @@ Two roles, each in a sandbox of its own:
   worker to the solution's sandbox. The child's exit status is the verdict; nothing the
   solution controls can produce it.
 
-Between runs the runner kills every other process of its sandbox and empties the run's work
-folder and /tmp, so each run starts clean (a fork of a fresh interpreter, not a reused one).
+A pristine start per run: the runner (pid 1 of its sandbox, not dumpable) is a zygote that never
+reads a run's data. Before each run it forks a supervisor, which reads the run's start message,
+forks the run's child from there, relays the run's calls and reports its end, then exits; so a
+run's child is a fork of a process that never held another run's source, calls or answers, and
+nothing of one run is in the memory of the next. Between runs the supervisor and then the zygote
+kill every other process of the sandbox, and the supervisor empties the run's work folder,
+/tmp and /dev/shm.
 
 Frames: a 4-byte big-endian length, then UTF-8 JSON. Values cross as tagged JSON, never pickle,
 checked by exact type (a subclass of int with a custom __eq__ is not an int here), and are
@@ -127,6 +132,7 @@ CHUNK_SECONDS = 0.05
 MAX_CHECK_ITEMS = 1 << 20  # items of a check's iterator passed to the candidate
 MAX_NAMES = 1000  # free names asked of the solution per run
 BOUNDARY_EXIT = 86  # the check failed where the boundary decided (see CrossingError)
+GONE_EXIT = 75  # a run's supervisor found the worker's stdin closed
 SOLUTION, CHECK = "solution", "check"
 
 # Reads the runner's source from stdin with os.read, not sys.stdin: a buffered reader would
@@ -141,6 +147,34 @@ def _read(n):
         data += chunk
     return data
 exec(compile(_read(struct.unpack(">I", _read(4))[0]), "inspector-runner", "exec"))
+"""
+
+
+# A one-off program's pid 1 (local backend, run_python; `%(name)s` is the prefix of its own
+# errors): it makes itself not dumpable before the program exists, then forks the program, which
+# runs main.py as `python -I main.py` would (sys.argv, __main__, the interpreter's own handling
+# of SystemExit and of an uncaught exception), without a second interpreter start. It exits with
+# the program's status, 128+N for a program killed by signal N; the kernel ends whatever else
+# the sandbox holds when it exits.
+ONE_OFF_INIT = """import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+except Exception as exc:
+    sys.exit("%(name)s: cannot make pid 1 undumpable: %%s" %% exc)
+_pid = os.fork()
+if _pid == 0:
+    del _pid
+    import runpy
+    sys.argv = ["main.py"]
+    runpy.run_path("main.py", run_name="__main__")
+else:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    while True:
+        _reaped, _status = os.wait()
+        if _reaped == _pid:
+            break
+    _code = os.waitstatus_to_exitcode(_status)
+    os._exit(_code if _code >= 0 else 128 - _code)
 """
 
 
@@ -1240,21 +1274,15 @@ class Runner:
         self.peer = init.get("peer")  # [read fd, write fd] or None
         self.count = 0
         self.child = None
-        self.compiled: dict = {}
 
     def _check_code(self, message: dict):
-        """Compiled once per task, here, so that every run's fork has it, with its free names;
-        None when it does not compile (the run's child then reports the error)."""
-        key = (message["prompt"], message["test"])
-        if key not in self.compiled:
-            if len(self.compiled) >= 16:
-                self.compiled.clear()
-            try:
-                code = check_code(*key)
-                self.compiled[key] = (code, free_names(code))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                self.compiled[key] = None
-        return self.compiled[key]
+        """The check's code compiled here, in the run's supervisor, so that the run's fork has
+        it, with its free names; None when it does not compile (the child reports the error)."""
+        try:
+            code = check_code(message["prompt"], message["test"])
+            return code, free_names(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
 
     def _limit_child(self) -> None:
         import resource
@@ -1273,8 +1301,8 @@ class Runner:
         direct = bool(self.peer) and self.role == "check"
         if self.peer:
             # Whatever an earlier run left in the pair (its processes are all dead by now) is
-            # not this run's to read.
-            _drain(self.peer[0])
+            # not this run's to read, and never enters a process's memory (see _discard).
+            _discard(self.peer[0])
         if direct:
             # The check's child talks to the solution's runner itself.
             call_in_r, call_out_w = os.dup(self.peer[0]), os.dup(self.peer[1])
@@ -1498,6 +1526,60 @@ class Runner:
         finally:
             sel.close()
 
+    def supervise(self, stdin: int, stdout: int) -> int:
+        """One run, in a fresh fork of the zygote: its start, its calls, its end. Returns the
+        exit status for the zygote: 0 when the run ended, GONE_EXIT when the worker is gone."""
+        request = read_frame(stdin)
+        if request is None:
+            return GONE_EXIT
+        if request.get("op") != "start":
+            sys.exit(f"inspector-runner: expected a start, not {request.get('op')!r}")
+        self.start(request)
+        if self.role == "solution":
+            write_frame(stdout, {"op": "started"})
+            if self.peer:
+                return 0 if self.serve_peer(stdin, stdout) else GONE_EXIT
+            while True:
+                request = read_frame(stdin)
+                if request is None:
+                    return GONE_EXIT
+                op = request.get("op")
+                if op == "call":
+                    write_frame(stdout, {"op": "reply", "reply": self.answer(request["call"])})
+                elif op == "end":
+                    write_frame(stdout, {"op": "ended", **self.finish()})
+                    return 0
+                else:
+                    sys.exit(f"inspector-runner: unknown op {op!r}")
+        # The check drives the run: relay its calls until it exits.
+        while True:
+            message = self.wait_child_message()
+            if message is None:
+                write_frame(stdout, {"op": "verdict", **self.finish()})
+                return 0
+            write_frame(stdout, {"op": "call", "call": message})
+            reply = read_frame(stdin)
+            if reply is None:
+                return GONE_EXIT
+            self.send_to_child(reply.get("reply", {"gone": "no reply"}))
+
+    def sweep(self) -> None:
+        """In the zygote, after a run's supervisor exited: end whatever the run left and reap
+        it (the supervisor's finish() did so already unless it was killed)."""
+        if self.namespace:
+            try:
+                os.kill(-1, signal.SIGKILL)  # pid 1 kills every other process of the sandbox
+            except OSError:
+                pass
+        while True:
+            try:
+                # Without a pid namespace, only the orphans that already exited are reaped.
+                pid, _ = os.waitpid(-1, 0 if self.namespace else os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+
     def send_to_child(self, message: dict) -> bool:
         try:
             write_frame(self.child["to"], message)
@@ -1506,15 +1588,19 @@ class Runner:
             return False
 
 
-def _drain(fd: int) -> None:
+def _discard(fd: int) -> None:
+    """Throw away what a pipe holds. Spliced to /dev/null in the kernel: read into this
+    process, an earlier run's bytes would lie in the heap that the run's child is forked from."""
+    null = os.open(os.devnull, os.O_WRONLY)
     os.set_blocking(fd, False)
     try:
-        while os.read(fd, CHUNK):
+        while os.splice(fd, null, CHUNK, flags=getattr(os, "SPLICE_F_NONBLOCK", 2)):
             pass
     except BlockingIOError:
         pass
     finally:
         os.set_blocking(fd, True)
+        os.close(null)
 
 
 def _empty(folder: str) -> None:
@@ -1543,7 +1629,12 @@ def _empty(folder: str) -> None:
 
 
 def serve(stdin: int = 0, stdout: int = 1) -> None:
-    """The runner's loop: one request from the worker at a time."""
+    """The runner's loop. This process, the zygote, never reads a run's data: it forks a
+    supervisor per run before the run's first message arrives, and the supervisor reads the
+    run's messages, forks the run's child and relays its calls, then exits. So every run's
+    child is forked from a process that has never held another run's source, calls or answers
+    (freed memory keeps its bytes: a child forked from a runner that had read earlier runs'
+    messages could find them by scanning its own heap)."""
     try:
         import ctypes
 
@@ -1555,8 +1646,8 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
     except Exception:  # noqa: BLE001
         pass
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    # As pid 1 (Docker) the runner receives only the signals it handles: Python's own SIGINT
-    # handler would let a run's process interrupt it.
+    # As pid 1 the runner receives only the signals it handles: Python's own SIGINT handler
+    # would let a run's process interrupt it.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     init = read_frame(stdin)
     if init is None or init.get("op") != "init":
@@ -1575,34 +1666,27 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
     gc.freeze()
     write_frame(stdout, {"op": "ready", "pid": os.getpid()})
     while True:
-        request = read_frame(stdin)
-        if request is None:
+        supervisor = os.fork()
+        if supervisor == 0:
+            code = 1
+            try:
+                code = runner.supervise(stdin, stdout)
+            except SystemExit as exc:
+                print(exc, file=sys.stderr)
+            except BaseException:  # noqa: BLE001
+                traceback.print_exc()
+            finally:
+                _flush()
+                os._exit(code)
+        _, status = os.waitpid(supervisor, 0)
+        runner.sweep()
+        code = os.waitstatus_to_exitcode(status)
+        if code == GONE_EXIT:
             return
-        op = request.get("op")
-        if op == "start":
-            runner.start(request)
-            if runner.role == "solution":
-                write_frame(stdout, {"op": "started"})
-                if runner.peer and not runner.serve_peer(stdin, stdout):
-                    return
-                continue
-            # The check drives the run: relay its calls until it exits.
-            while True:
-                message = runner.wait_child_message()
-                if message is None:
-                    write_frame(stdout, {"op": "verdict", **runner.finish()})
-                    break
-                write_frame(stdout, {"op": "call", "call": message})
-                reply = read_frame(stdin)
-                if reply is None:
-                    return
-                runner.send_to_child(reply.get("reply", {"gone": "no reply"}))
-        elif op == "call":
-            write_frame(stdout, {"op": "reply", "reply": runner.answer(request["call"])})
-        elif op == "end":
-            write_frame(stdout, {"op": "ended", **runner.finish()})
-        else:
-            sys.exit(f"inspector-runner: unknown op {op!r}")
+        if code != 0:
+            # A run's process killed its supervisor, or the protocol broke: the worker finds
+            # this sandbox gone and starts another.
+            sys.exit(f"inspector-runner: a run's supervisor ended with status {code}")
 
 
 if __name__ == "inspector-runner" or __name__ == "__main__":

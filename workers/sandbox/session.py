@@ -266,6 +266,7 @@ class FunctionSession:
             solution, check = self._ensure_channels()
         except ChannelClosed as exc:
             return self._result(Outcome.SANDBOX_ERROR, started, error=str(exc))
+        oom_before = self._oom_kills()
         solution_alive = True
         try:
             solution.send(
@@ -309,8 +310,11 @@ class FunctionSession:
                 error=f"wall-clock limit of {self.limits.wall_seconds:g} s reached",
             )
         except (ChannelClosed, KeyError, ValueError) as exc:
+            oom = self._oom_kills() > oom_before
             why = self._drop(CHECK)
             self._drop(SOLUTION)
+            if oom:
+                return self._result(Outcome.OUT_OF_MEMORY, started, error=self._oom_error())
             return self._result(
                 Outcome.SANDBOX_ERROR, started, error=f"check sandbox failed: {exc}; {why}"
             )
@@ -322,9 +326,35 @@ class FunctionSession:
                 ended = solution.recv(max(deadline, time.monotonic()) + 0.5)
             except (ChannelClosed, TimeoutError):
                 solution_alive = False
+        execution = self._verdict(verdict, ended, started)
+        if not execution.passed and self._oom_kills() > oom_before:
+            # The kernel's limit on a whole sandbox: a process of the run was killed for it.
+            execution = Execution(
+                Outcome.OUT_OF_MEMORY,
+                execution.exit_code,
+                execution.duration,
+                execution.stdout_tail,
+                execution.stderr_tail,
+                self._oom_error(),
+            )
         if not solution_alive:
             self._drop(SOLUTION)  # the next run starts a fresh one
-        return self._verdict(verdict, ended, started)
+        return execution
+
+    def _oom_kills(self) -> int:
+        """Processes the kernel killed in this session's sandboxes for their memory limit."""
+        total = 0
+        for channel in self._channels.values():
+            counter = getattr(channel, "oom_kills", None)
+            if counter is not None:
+                total += counter()
+        return total
+
+    def _oom_error(self) -> str:
+        return (
+            f"memory limit of the sandbox ({self.limits.memory_bytes} bytes, all its processes "
+            "together) reached: the kernel killed a process of the run"
+        )
 
     def _verdict(self, verdict: dict, ended: dict, started: float) -> Execution:
         tail = self.limits.tail_bytes

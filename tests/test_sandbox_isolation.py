@@ -1,0 +1,407 @@
+# ruff: noqa: F811
+"""Isolation between runs, on both backends: nothing a run reads, writes or leaves behind reaches
+a later run, of its own task or of another task served by the same session (a worker's message
+holds the runs of several tasks, and runs_execute keeps one session for them), and every limit
+holds for the sandbox as a whole.
+
+Each channel is a pair of tasks run in turn in ONE session, as a message's runs are: a writer
+that leaves a secret (its source, a file in /dev, a System V segment or queue, a kernel key) and
+a reader whose check passes only if the reader finds that secret. The honest verdict of the
+reader is FAIL. The limit cases hold memory with several processes, or in System V segments,
+beyond the sandbox's limit; their honest verdict is FAIL too, and the host's shared memory
+(/proc/meminfo Shmem) is what it was. The sandbox's init is out of reach: no ptrace, no
+/proc/1/mem, no process_vm_readv.
+
+Plain tests, no database; the hostile suite's fixtures (tests/test_sandbox_hostile.py) pick the
+backend and check the host afterwards. Every hostile action is guarded by `_HX_CONFINED`."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+# The hostile suite's fixtures: `sandbox`, a backend that has shown it is confined, and `token`,
+# a name whose traces on the host are looked for and removed. Imported, so tests that take
+# them as arguments redefine the names (ruff's F811).
+from tests.test_sandbox_hostile import (  # noqa: F401
+    HONEST,
+    LIMITS,
+    TASK,
+    assert_host_untouched,
+    describe,
+    hostile,
+    report,
+    sandbox,
+    token,
+)
+from workers.sandbox import Limits, Outcome
+from workers.sandbox.session import FunctionTask
+
+# Long enough for a reader to scan its heap on a loaded machine.
+SCAN_LIMITS = Limits(
+    wall_seconds=6.0,
+    memory_bytes=256 << 20,
+    max_processes=32,
+    output_bytes=1 << 20,
+    file_bytes=16 << 20,
+    tail_bytes=1 << 16,
+)
+
+
+def secret_task(name: str, secret: str) -> FunctionTask:
+    """A task whose check passes only for a function that returns `secret`."""
+    prompt = f'def {name}():\n    """Return the secret."""\n'
+    return FunctionTask(
+        prompt, f"def check(candidate):\n    assert candidate() == {secret!r}\n", name
+    )
+
+
+def shmem_kib() -> int:
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1])
+    raise AssertionError("no Shmem line in /proc/meminfo")
+
+
+def writer_then_reader(sandbox, writer: str, reader: str, secret: str, limits=SCAN_LIMITS):
+    """Run `writer` (a completion of task `leave`, which passes) then `reader` (of task `find`,
+    another task) in one session; return the reader's result."""
+    leave = secret_task("leave", secret)
+    find = secret_task("find", secret)
+    session = sandbox.session(limits=limits)
+    try:
+        warm = session.run(HONEST, task=TASK)
+        assert warm.passed, describe(warm)
+        wrote = session.run(writer, task=leave)
+        assert wrote.passed, f"the writer must pass its own task: {describe(wrote)}"
+        return session.run(reader, task=find)
+    finally:
+        session.close()
+
+
+# --- A pristine start: no run's process holds an earlier run's data -------------------------
+
+_HEAP_SCAN = """
+    import ctypes, re
+    needle = re.compile(b"MARK" + b"ER:([0-9a-f]{32})")
+    found, regions = None, 0
+    with open("/proc/self/maps") as maps:
+        lines = maps.read().splitlines()
+    for line in lines:
+        fields = line.split()
+        # Readable and writable private memory: the heap and anonymous mappings.
+        if not fields[1].startswith("rw") or (len(fields) > 5 and fields[5].startswith("[v")):
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        data = ctypes.string_at(start, end - start)
+        regions += 1
+        hit = needle.search(data)
+        if hit:
+            found = hit.group(1).decode()
+            break
+    print("HX", [regions, int(found is not None)], flush=True)
+    return found
+"""
+
+
+# A solution of a realistic size (a few KiB: its start message is not a small object that the
+# allocator reuses at once); its source holds the secret after the marker.
+WRITER = "    # " + "a long explanation of the approach " * 100 + "\n    return 'MARKER:%s'[7:]\n"
+
+
+def test_a_run_cannot_find_another_tasks_source_in_its_memory(sandbox, token: str) -> None:
+    secret = uuid.uuid4().hex
+    writer = WRITER % secret
+    result = writer_then_reader(sandbox, writer, hostile(token, _HEAP_SCAN), secret)
+    assert not result.passed, f"the reader found the writer's source: {describe(result)}"
+    regions, found = report(result)
+    assert regions > 10, "the reader could not scan its own memory: the case proves nothing"
+    assert found == 0
+    assert_host_untouched(sandbox, token)
+
+
+def test_a_sample_cannot_copy_the_reference_of_its_own_task_from_memory(
+    sandbox, token: str
+) -> None:
+    secret = uuid.uuid4().hex
+    task = secret_task("steal", secret)
+    reference = WRITER % secret
+    with sandbox.session(task, limits=SCAN_LIMITS) as session:
+        assert session.run(reference).passed
+        result = session.run(hostile(token, _HEAP_SCAN))
+        assert not result.passed, f"the sample copied the reference: {describe(result)}"
+        regions, found = report(result)
+        assert regions > 10 and found == 0
+        assert session.run(reference).passed, "the session must still serve honest runs"
+    assert_host_untouched(sandbox, token)
+
+
+# --- Nothing writable that outlives a run ---------------------------------------------------
+
+
+def test_a_note_left_in_dev_does_not_reach_the_next_task(sandbox, token: str) -> None:
+    secret = uuid.uuid4().hex
+    writer = f"    return {secret!r}\n" + prelude_free(
+        "for _folder in ('/dev', '/dev/shm', '/dev/mqueue'):\n"
+        "    try:\n"
+        f"        open(_folder + '/{token}', 'w').write({secret!r})\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    reader = (
+        "    seen = []\n"
+        "    for folder in ('/dev', '/dev/shm', '/dev/mqueue'):\n"
+        "        try:\n"
+        f"            seen.append(open(folder + '/{token}').read())\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    print('HX', __import__('json').dumps(seen), flush=True)\n"
+        "    return seen[0] if seen else None\n"
+    )
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret)
+    assert not result.passed, describe(result)
+    assert report(result) == []
+    assert_host_untouched(sandbox, token)
+
+
+def test_dev_itself_is_read_only_and_dev_shm_is_sized(sandbox, token: str) -> None:
+    probe = (
+        "    import json, os\n"
+        "    made = {}\n"
+        f"    for path, size in (('/dev/{token}', 16), ('/dev/shm/{token}', 64 << 20)):\n"
+        "        try:\n"
+        "            with open(path, 'wb') as fh:\n"
+        "                fh.write(bytes(size))\n"  # a note in /dev; 4x the file size in /dev/shm
+        "            made[path] = os.path.getsize(path)\n"
+        "        except OSError as exc:\n"
+        "            made[path] = type(exc).__name__\n"
+        "    print('HX', json.dumps(made), flush=True)\n"
+        "    return a + b\n"
+    )
+    with sandbox.session(TASK, limits=SCAN_LIMITS) as session:
+        made = report(session.run(hostile(token, probe)))
+        assert isinstance(made[f"/dev/{token}"], str), f"/dev is writable: {made}"
+        assert made[f"/dev/shm/{token}"] != 64 << 20, f"/dev/shm took 64 MiB: {made}"
+    assert_host_untouched(sandbox, token)
+
+
+def prelude_free(module: str) -> str:
+    """Module-level code that runs when the completion loads."""
+    return "\n" + module
+
+
+_LIBC = "import ctypes, os\n    libc = ctypes.CDLL(None, use_errno=True)\n"
+
+
+def test_a_system_v_segment_or_queue_does_not_reach_the_next_task(sandbox, token: str) -> None:
+    secret = uuid.uuid4().hex
+    key = int(secret[:7], 16)
+    writer = (
+        f"    return {secret!r}\n"
+        "\nimport ctypes as _c\n"
+        "_libc = _c.CDLL(None, use_errno=True)\n"
+        "_libc.shmat.restype = _c.c_void_p\n"
+        f"_id = _libc.shmget({key}, 4096, 0o1666)\n"  # IPC_CREAT | 0666
+        "if _id >= 0:\n"
+        "    _at = _libc.shmat(_id, None, 0)\n"
+        f"    _c.memmove(_at, {secret.encode()!r}, 32)\n"
+        f"_q = _libc.msgget({key}, 0o1666)\n"
+        "if _q >= 0:\n"
+        f"    _msg = _c.create_string_buffer(b'\\x01\\0\\0\\0\\0\\0\\0\\0' + {secret.encode()!r})\n"
+        "    _libc.msgsnd(_q, _msg, 32, 0o4000)\n"  # IPC_NOWAIT
+    )
+    reader = (
+        "    " + _LIBC + "    libc.shmat.restype = ctypes.c_void_p\n"
+        "    seen = []\n"
+        f"    shm = libc.shmget({key}, 0, 0)\n"
+        "    if shm >= 0:\n"
+        "        at = libc.shmat(shm, None, 0o10000)\n"  # SHM_RDONLY
+        "        if at not in (None, ctypes.c_void_p(-1).value):\n"
+        "            seen.append(ctypes.string_at(at, 32).decode())\n"
+        f"    queue = libc.msgget({key}, 0)\n"
+        "    if queue >= 0:\n"
+        "        buf = ctypes.create_string_buffer(64)\n"
+        "        if libc.msgrcv(queue, buf, 32, 0, 0o4000) == 32:\n"
+        "            seen.append(buf.raw[8:40].decode())\n"
+        "    print('HX', __import__('json').dumps(seen), flush=True)\n"
+        "    return seen[0] if seen else None\n"
+    )
+    before = shmem_kib()
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret)
+    assert not result.passed, describe(result)
+    assert report(result) == []
+    assert shmem_kib() - before < 32 << 10
+    assert_host_untouched(sandbox, token)
+
+
+def _keyring(name: str) -> str:
+    numbers = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[os.uname().machine]
+    return f"_ADD_KEY, _REQUEST_KEY, _KEYCTL = {numbers}\n"
+
+
+def test_a_kernel_key_does_not_reach_the_next_task(sandbox, token: str) -> None:
+    secret = uuid.uuid4().hex
+    writer = (
+        f"    return {secret!r}\n"
+        "\nimport ctypes as _c\n" + _keyring("writer") + "_libc = _c.CDLL(None, use_errno=True)\n"
+        f"_payload = {secret.encode()!r}\n"
+        "for _ring in (-4, -3, -2):\n"  # the user, session and process keyrings
+        f"    _libc.syscall(_ADD_KEY, b'user', b'{token}', _payload, len(_payload), _ring)\n"
+    )
+    reader = (
+        "    " + _LIBC + "    " + _keyring("reader").replace("\n", "\n    ") + "seen = []\n"
+        f"    key = libc.syscall(_REQUEST_KEY, b'user', b'{token}', None, 0)\n"
+        "    if key > 0:\n"
+        "        buf = ctypes.create_string_buffer(64)\n"
+        "        size = libc.syscall(_KEYCTL, 11, key, buf, 64)\n"  # KEYCTL_READ
+        "        if size > 0:\n"
+        "            seen.append(buf.raw[:size].decode())\n"
+        "    print('HX', __import__('json').dumps(seen), flush=True)\n"
+        "    return seen[0] if seen else None\n"
+    )
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret)
+    assert not result.passed, describe(result)
+    assert report(result) == []
+    assert_host_untouched(sandbox, token)
+
+
+# --- Limits on the whole sandbox --------------------------------------------------------------
+
+HOG = FunctionTask(
+    'def hog():\n    """Return True."""\n',
+    "def check(candidate):\n    assert candidate() is True\n",
+    "hog",
+)
+
+
+def test_several_processes_together_cannot_hold_more_than_the_sandboxs_memory(
+    sandbox, token: str
+) -> None:
+    # Four processes of 100 MiB each, all alive at once: each is far under the per-process
+    # limit (256 MiB), together they hold 400 MiB.
+    body = (
+        "    import os, time\n"
+        "    if not _HX_CONFINED:\n"
+        "        return False\n"
+        "    ready_r, ready_w = os.pipe()\n"
+        "    children = []\n"
+        "    for _ in range(4):\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            block = bytearray(100 << 20)\n"
+        "            for i in range(0, len(block), 4096):\n"
+        "                block[i] = 1\n"
+        "            os.write(ready_w, b'x')\n"
+        "            time.sleep(1.5)\n"
+        "            os._exit(0)\n"
+        "        children.append(pid)\n"
+        "    os.close(ready_w)\n"
+        "    held = b''\n"
+        "    while len(held) < 4:\n"
+        "        chunk = os.read(ready_r, 4)\n"
+        "        if not chunk:\n"
+        "            break\n"
+        "        held += chunk\n"
+        "    statuses = [os.waitpid(pid, 0)[1] for pid in children]\n"
+        "    print('HX', [len(held), statuses], flush=True)\n"
+        "    return len(held) == 4 and not any(statuses)\n"
+    )
+    before = shmem_kib()
+    with sandbox.session(HOG, limits=SCAN_LIMITS) as session:
+        result = session.run(hostile(token, body))
+        assert not result.passed, f"400 MiB held in a 256 MiB sandbox: {describe(result)}"
+        assert session.run("    return True\n").passed, "the session must serve the next run"
+    assert shmem_kib() - before < 32 << 10
+    assert_host_untouched(sandbox, token)
+
+
+def test_system_v_shared_memory_cannot_hold_memory_beyond_the_run(sandbox, token: str) -> None:
+    # Segments outlive the processes that made them, and RLIMIT_AS does not count them.
+    body = (
+        "    " + _LIBC + "    libc.shmat.restype = ctypes.c_void_p\n"
+        "    made = 0\n"
+        "    for _ in range(6):\n"
+        "        shm = libc.shmget(0, 100 << 20, 0o1600)\n"  # IPC_PRIVATE, IPC_CREAT
+        "        if shm < 0:\n"
+        "            break\n"
+        "        at = libc.shmat(shm, None, 0)\n"
+        "        if at in (None, ctypes.c_void_p(-1).value):\n"
+        "            break\n"
+        "        ctypes.memset(at, 1, 100 << 20)\n"
+        "        libc.shmdt(ctypes.c_void_p(at))\n"
+        "        made += 1\n"
+        "    print('HX', __import__('json').dumps(made), flush=True)\n"
+        "    return made == 6\n"
+    )
+    before = shmem_kib()
+    with sandbox.session(HOG, limits=SCAN_LIMITS) as session:
+        result = session.run(hostile(token, body))
+        assert not result.passed, f"600 MiB of segments in a 256 MiB sandbox: {describe(result)}"
+        assert report(result) == 0, "System V segments can be made at all"
+        assert session.run("    return True\n").passed
+    assert shmem_kib() - before < 32 << 10, "the host's shared memory grew"
+    assert_host_untouched(sandbox, token)
+
+
+# --- The sandbox's init and the run's supervisor are out of reach ---------------------------
+
+_REACH = """
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    reached = []
+    for pid in (1, os.getppid()):
+        if libc.ptrace(16, pid, None, None) == 0:  # PTRACE_ATTACH
+            reached.append(f"ptrace {pid}")
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                start = int(maps.readline().split("-")[0], 16)
+            with open(f"/proc/{pid}/mem", "r+b", 0) as mem:
+                mem.seek(start)
+                mem.read(16)
+                reached.append(f"/proc/{pid}/mem")
+        except (OSError, ValueError):
+            pass
+        try:
+            os.listdir(f"/proc/{pid}/fd")
+            reached.append(f"/proc/{pid}/fd")
+        except OSError:
+            pass
+
+        class iovec(ctypes.Structure):
+            _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+        buf = ctypes.create_string_buffer(16)
+        local = iovec(ctypes.cast(buf, ctypes.c_void_p), 16)
+        remote = iovec(0x400000, 16)
+        libc.process_vm_readv.restype = ctypes.c_ssize_t
+        read = libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if read >= 0 or ctypes.get_errno() not in (1, 3):  # EPERM, ESRCH: refused
+            reached.append(f"process_vm_readv {pid}")
+    print("HX", __import__('json').dumps(reached), flush=True)
+    return a + b if reached else None
+"""
+
+
+def test_a_run_cannot_ptrace_or_write_the_sandboxs_init_or_its_supervisor(
+    sandbox, token: str
+) -> None:
+    with sandbox.session(TASK, limits=SCAN_LIMITS) as session:
+        result = session.run(hostile(token, _REACH))
+        assert report(result) == []
+        assert not result.passed, describe(result)
+        assert session.run(HONEST).passed
+    assert_host_untouched(sandbox, token)
+
+
+def test_the_verdicts_of_honest_runs_across_tasks_in_one_session_are_unchanged(sandbox) -> None:
+    secret = uuid.uuid4().hex
+    leave, find = secret_task("leave", secret), secret_task("find", secret)
+    with sandbox.session(limits=LIMITS) as session:
+        outcomes = [
+            session.run(f"    return {secret!r}\n", task=leave).outcome,
+            session.run(HONEST, task=TASK).outcome,
+            session.run("    return None\n", task=find).outcome,
+            session.run(f"    return {secret!r}\n", task=find).outcome,
+        ]
+    assert outcomes == [Outcome.PASSED, Outcome.PASSED, Outcome.FAILED, Outcome.PASSED]
