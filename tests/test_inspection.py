@@ -201,3 +201,41 @@ def test_a_check_that_passes_or_fails_with_the_hash_seed_is_flagged_flaky(
     inspection = inspect_now(import_taskset(tasks=[seeded], samples=[]))
 
     assert "flaky" in flags_by_task(inspection)["hash/flaky"]
+
+
+_READS_THE_HEAP = (
+    "    import ctypes, re\n"
+    "    needle = re.compile(b'MARK' + b'ER:([0-9a-f]{32})')\n"
+    "    for line in open('/proc/self/maps').read().splitlines():\n"
+    "        fields = line.split()\n"
+    "        if fields[1].startswith('rw') and not (len(fields) > 5 and fields[5].startswith('[v')):\n"
+    "            start, end = (int(v, 16) for v in fields[0].split('-'))\n"
+    "            hit = needle.search(ctypes.string_at(start, end - start))\n"
+    "            if hit:\n"
+    "                return hit.group(1).decode()\n"
+    "    return None\n"
+)
+
+
+def test_a_sample_cannot_pass_by_reading_another_tasks_reference_from_memory(
+    import_taskset, inspect_now, settings
+):
+    # Both tasks' runs in one message, so in one session: the writer's reference runs before
+    # the reader's sample, whose only way to the answer is the writer's source.
+    settings.RUNS_PER_MESSAGE = 10_000
+    secret = "0123456789abcdef0123456789abcdef"
+    test = f"def check(candidate):\n    assert candidate(0) == {secret!r}\n"
+    long_comment = "    # " + "an explanation of the approach " * 100 + "\n"
+    tasks = [
+        task("iso/writer", body=long_comment + f"    return 'MARKER:{secret}'[7:]\n", test=test),
+        task("iso/reader", body=f"    return {secret!r}\n", test=test),
+    ]
+    samples = [{"task_id": "iso/reader", "completion": _READS_THE_HEAP, "sample_id": "thief"}]
+    inspection = inspect_now(import_taskset(name="isolation", tasks=tasks, samples=samples))
+
+    assert inspection.status == Inspection.FINISHED
+    thief = Run.objects.filter(inspection=inspection, kind=Run.SAMPLE, sample__sample_id="thief")
+    assert thief.count() == 2
+    assert set(thief.values_list("outcome", flat=True)) == {"failed"}
+    references = Run.objects.filter(inspection=inspection, kind=Run.REFERENCE)
+    assert set(references.values_list("outcome", flat=True)) == {"passed"}

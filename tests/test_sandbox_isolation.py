@@ -23,6 +23,8 @@ import uuid
 # The hostile suite's fixtures: `sandbox`, a backend that has shown it is confined, and `token`,
 # a name whose traces on the host are looked for and removed. Imported, so tests that take
 # them as arguments redefine the names (ruff's F811).
+import pytest
+
 from tests.test_sandbox_hostile import (  # noqa: F401
     HONEST,
     LIMITS,
@@ -405,3 +407,30 @@ def test_the_verdicts_of_honest_runs_across_tasks_in_one_session_are_unchanged(s
             session.run(f"    return {secret!r}\n", task=find).outcome,
         ]
     assert outcomes == [Outcome.PASSED, Outcome.PASSED, Outcome.FAILED, Outcome.PASSED]
+
+
+def test_a_run_cannot_make_a_namespace_of_its_own(sandbox, token: str) -> None:
+    # A user namespace would give the run every capability inside it (mounts of its own, more
+    # kernel surface); unshare() is refused by the filter, clone()'s flags by bwrap (local) and
+    # by the filter's argument rules (Docker).
+    body = (
+        "    " + _LIBC + "    made = []\n"
+        "    for name, flag in (('user', 0x10000000), ('mount', 0x20000), ('net', 0x40000000)):\n"
+        "        child = libc.syscall(56, flag | 17, 0, 0, 0, 0)\n"  # clone(flag | SIGCHLD)
+        "        if child == 0:\n"
+        "            os._exit(0)\n"
+        "        if child > 0:\n"
+        "            os.waitpid(child, 0)\n"
+        "            made.append('clone ' + name)\n"
+        "        if libc.unshare(flag) == 0:\n"
+        "            made.append('unshare ' + name)\n"
+        "    print('HX', __import__('json').dumps(made), flush=True)\n"
+        "    return a + b if made else None\n"
+    )
+    if os.uname().machine != "x86_64":
+        pytest.skip("clone's system-call number here is x86_64's")
+    with sandbox.session(TASK, limits=SCAN_LIMITS) as session:
+        result = session.run(hostile(token, body))
+        assert report(result) == []
+        assert not result.passed
+    assert_host_untouched(sandbox, token)

@@ -242,14 +242,44 @@ def resolved_names() -> tuple[str, ...]:
     return tuple(_compiled()[1])
 
 
+# clone()'s flags that make a namespace. bwrap keeps a run from making a user namespace
+# (--disable-userns) and, without one, the others need capabilities a run lacks; in a container
+# nothing does, so the Docker profile refuses them by argument (as the engine's own profile
+# does), and clone3, whose flags sit in memory a filter cannot read, fails with ENOSYS so that
+# the C library falls back to clone.
+CLONE_NAMESPACE_FLAGS = {
+    "CLONE_NEWNS": 0x00020000,
+    "CLONE_NEWCGROUP": 0x02000000,
+    "CLONE_NEWUTS": 0x04000000,
+    "CLONE_NEWIPC": 0x08000000,
+    "CLONE_NEWUSER": 0x10000000,
+    "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000,
+    "CLONE_NEWTIME": 0x00000080,
+}
+
+
 def docker_profile() -> dict:
-    """The same policy as a Docker seccomp profile (the JSON of `--security-opt seccomp=`).
-    The engine skips names its architectures do not have."""
+    """The same policy as a Docker seccomp profile (the JSON of `--security-opt seccomp=`),
+    plus clone()'s namespace flags refused (see CLONE_NAMESPACE_FLAGS). The engine skips names
+    its architectures do not have."""
+    # x86_64 and aarch64 both take clone's flags as the first argument.
+    clone_rules = [
+        {
+            "names": ["clone"],
+            "action": "SCMP_ACT_ERRNO",
+            "errnoRet": errno.EPERM,
+            "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}],
+        }
+        for flag in CLONE_NAMESPACE_FLAGS.values()
+    ]
     return {
         "defaultAction": "SCMP_ACT_ALLOW",
         "architectures": list(_DOCKER_ARCHITECTURES.get(platform.machine().lower(), [])),
         "syscalls": [
             {"names": list(DENIED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
+            {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS},
+            *clone_rules,
         ],
     }
 

@@ -175,10 +175,12 @@ def _text(b64: str, limit: int) -> str:
 
 
 class FunctionSession:
-    """Runs completions, each in a clean fork, until closed.
+    """Runs completions, each in a pristine fork, until closed.
 
-    The runners know nothing of a task until a run starts, and clean up after every run as they
-    would between two completions of one task; so a session may serve the runs of several tasks
+    The runners know nothing of a task until a run starts; each run's child is forked from a
+    process that never held another run's data, and after every run the sandbox is emptied of
+    its processes and files (runner.py). Nothing one run leaves is there for the next, of its
+    own task or another's: so a session may serve the runs of several tasks
     (`run(..., task=...)`), which spreads the cost of starting its two sandboxes."""
 
     def __init__(
