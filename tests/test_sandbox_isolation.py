@@ -434,3 +434,149 @@ def test_a_run_cannot_make_a_namespace_of_its_own(sandbox, token: str) -> None:
         assert report(result) == []
         assert not result.passed
     assert_host_untouched(sandbox, token)
+
+
+# --- Found by an outside attack of the finished sandbox --------------------------------------
+
+
+def test_a_note_in_a_scratch_folder_made_read_only_does_not_reach_the_next_task(
+    sandbox, token: str
+) -> None:
+    # The clean-up empties the folders; a plain file in a folder the run made read-only was
+    # left there (and a full folder made every later honest run fail).
+    secret = uuid.uuid4().hex
+    leave = (
+        "\nimport os as _os\n"
+        "if _HX_CONFINED:\n"
+        "    for _folder in ('/work', '/tmp', '/dev/shm'):\n"
+        "        try:\n"
+        f"            open(_folder + '/{token}', 'w').write({secret!r})\n"
+        "            _os.chmod(_folder, 0o555)\n"
+        "        except OSError:\n"
+        "            pass\n"
+    )
+    reader = (
+        "    import json, os\n"
+        "    seen = []\n"
+        "    for folder in ('/work', '/tmp', '/dev/shm'):\n"
+        "        try:\n"
+        f"            seen.append(open(folder + '/{token}').read())\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    print('HX', json.dumps(seen), flush=True)\n"
+        "    return seen[0] if seen else None\n"
+    )
+    writer = hostile(token, f"    return {secret!r}\n", leave)
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret)
+    assert not result.passed, describe(result)
+    assert report(result) == []
+    assert_host_untouched(sandbox, token)
+
+
+WRITES_A_SCRATCH_FILE = FunctionTask(
+    'def roundtrip(s):\n    """Write s to a file in the working folder and read it back."""\n',
+    "def check(candidate):\n    assert candidate('hello' * 1000) == 'hello' * 1000\n",
+    "roundtrip",
+)
+ROUNDTRIP = (
+    "    for folder in ('.', '/tmp', '/dev/shm'):\n"
+    "        with open(folder + '/scratch.txt', 'w') as fh:\n"
+    "            fh.write(s)\n"
+    "    return open('/tmp/scratch.txt').read()\n"
+)
+
+
+def test_a_run_that_fills_and_locks_the_scratch_folders_does_not_fail_the_next_honest_run(
+    sandbox, token: str
+) -> None:
+    poison = (
+        "    import os\n"
+        "    if _HX_CONFINED:\n"
+        "        for folder in ('/work', '/tmp', '/dev/shm'):\n"
+        "            try:\n"
+        f"                with open(folder + '/{token}', 'wb') as fh:\n"
+        "                    while True:\n"
+        "                        fh.write(bytes(1 << 20))\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "            try:\n"
+        "                os.chmod(folder, 0o555)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    return a + b\n"
+    )
+    with sandbox.session(limits=SCAN_LIMITS) as session:
+        assert session.run(ROUNDTRIP, task=WRITES_A_SCRATCH_FILE).passed
+        session.run(hostile(token, poison), task=TASK)
+        for _ in range(2):
+            after = session.run(ROUNDTRIP, task=WRITES_A_SCRATCH_FILE)
+            assert after.passed, f"the poisoned folders failed an honest run: {describe(after)}"
+    assert_host_untouched(sandbox, token)
+
+
+def test_the_scratch_folders_own_attributes_and_times_carry_nothing_to_the_next_task(
+    sandbox, token: str
+) -> None:
+    stamp = 0x53334352455421 * 1000  # a time no clean-up would set
+    writer = (
+        "\nimport os as _os\n"
+        "if _HX_CONFINED:\n"
+        "    for _folder in ('/work', '/tmp', '/dev/shm'):\n"
+        "        for _action in (\n"
+        f"            lambda: _os.utime(_folder, ns=({stamp}, {stamp})),\n"
+        "            lambda: _os.setxattr(_folder, 'user.note', b'S3CRET'),\n"
+        "            lambda: _os.chmod(_folder, 0o1755),\n"
+        "        ):\n"
+        "            try:\n"
+        "                _action()\n"
+        "            except OSError:\n"
+        "                pass\n"
+    )
+    reader = (
+        "    import json, os\n"
+        "    seen = {}\n"
+        "    for folder in ('/work', '/tmp', '/dev/shm'):\n"
+        "        st = os.stat(folder)\n"
+        "        try:\n"
+        "            note = os.getxattr(folder, 'user.note').decode()\n"
+        "        except OSError:\n"
+        "            note = None\n"
+        "        seen[folder] = [st.st_mode & 0o7777, st.st_atime_ns, st.st_mtime_ns, note]\n"
+        "    print('HX', json.dumps(seen), flush=True)\n"
+        "    return None\n"
+    )
+    leave = FunctionTask(
+        "def leave():\n    pass\n", "def check(candidate):\n    candidate()\n", "leave"
+    )
+    with sandbox.session(limits=SCAN_LIMITS) as session:
+        before = report(session.run(hostile(token, reader), task=TASK))
+        assert session.run(hostile(token, "    return 1\n", writer), task=leave).passed
+        after = report(session.run(hostile(token, reader), task=TASK))
+    for folder, (mode, atime, mtime, note) in after.items():
+        assert note is None, f"{folder} carries an attribute the last run wrote"
+        assert mode == before[folder][0], f"{folder}'s mode is the last run's"
+        assert stamp not in (atime, mtime), f"{folder}'s times are the last run's"
+    assert_host_untouched(sandbox, token)
+
+
+def test_a_solution_cannot_answer_for_a_standard_module_the_tests_use_without_importing(
+    sandbox,
+) -> None:
+    # MBPP-style: the tests use `math` and rely on the completion's `import math`.
+    task = FunctionTask(
+        'def area(r):\n    """The area of a circle of radius r."""\n',
+        "def check(candidate):\n    assert math.isclose(candidate(2), 12.566370614359172)\n",
+        "area",
+    )
+    fake = (
+        "    return 0\n"
+        "class _FakeMath:\n"
+        "    def isclose(self, *args, **kwargs):\n"
+        "        return True\n"
+        "math = _FakeMath()\n"
+    )
+    with sandbox.session(task, limits=LIMITS) as session:
+        assert session.run("    return math.pi * r * r\nimport math\n").passed
+        assert not session.run("    return 0\nimport math\n").passed
+        cheat = session.run(fake)
+    assert not cheat.passed, f"a fake math module answered the tests: {describe(cheat)}"

@@ -88,7 +88,10 @@ is the check's own; a constant that crosses is copied; anything else (a helper f
 class) is a handle, so calling it works like calling `candidate` (a test that asserts what a
 helper returns trusts the completion, as it does in one process). Names of builtins are never
 taken from the solution (a completion's `abs = lambda x: 0` would decide
-`assert abs(x - y) < 1e-9`); the entry point is `candidate`.
+`assert abs(x - y) < 1e-9`), nor are names of standard-library modules unless they are bound
+to data: a completion's `math = FakeMath()` (whose isclose always says yes) would decide
+`assert math.isclose(...)` in a test that never imports math; the check gets the real module.
+The entry point is `candidate`.
 
 Where the boundary still decides a verdict: a value of the check's that is not data (a lambda,
 an instance of the test's own class) cannot reach the candidate; the solution's side reports a
@@ -152,11 +155,12 @@ exec(compile(_read(struct.unpack(">I", _read(4))[0]), "inspector-runner", "exec"
 
 # A one-off program's pid 1 (local backend, run_python; `%(name)s` is the prefix of its own
 # errors): it makes itself not dumpable before the program exists, then forks the program, which
-# runs main.py as `python -I main.py` would (sys.argv, __main__, the interpreter's own handling
-# of SystemExit and of an uncaught exception), without a second interpreter start. It exits with
+# runs main.py as `python -I main.py` would (sys.argv, a fresh __main__, the interpreter's own
+# handling of SystemExit and of an uncaught exception), without a second interpreter start (nor
+# runpy, whose imports cost a quarter of a start). It exits with
 # the program's status, 128+N for a program killed by signal N; the kernel ends whatever else
 # the sandbox holds when it exits.
-ONE_OFF_INIT = """import ctypes, os, signal, sys
+ONE_OFF_INIT = """import _signal, ctypes, os, sys
 try:
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
 except Exception as exc:
@@ -164,11 +168,16 @@ except Exception as exc:
 _pid = os.fork()
 if _pid == 0:
     del _pid
-    import runpy
     sys.argv = ["main.py"]
-    runpy.run_path("main.py", run_name="__main__")
+    _main = type(sys)("__main__")
+    _main.__file__, _main.__builtins__ = "main.py", __builtins__
+    sys.modules["__main__"] = _main
+    with open("main.py", "rb") as _fh:
+        _code = compile(_fh.read(), "main.py", "exec")
+    del _fh
+    exec(_code, _main.__dict__)
 else:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     while True:
         _reaped, _status = os.wait()
         if _reaped == _pid:
@@ -990,6 +999,7 @@ PRELOAD = (
     "typing", "math", "re", "collections", "itertools", "functools", "string", "random",
     "hashlib", "heapq", "bisect", "statistics", "fractions", "decimal", "datetime", "copy",
     "operator", "fcntl", "resource", "importlib",
+    "dis",  # free_names(), in every run's supervisor on the check's side
 )  # fmt: skip
 
 
@@ -1201,7 +1211,16 @@ def _solution_names(codec: Codec, names: list[str]) -> dict:
             continue
         kind, body = binding
         if kind == "value":
-            bound[name] = codec.decode(body)
+            value = codec.decode(body)
+            if type(value) is Handle and name in sys.stdlib_module_names:
+                # A standard-library module's name bound to an object of the solution's (a
+                # `math` whose isclose always says yes): the tests mean the module, and get it.
+                try:
+                    bound[name] = importlib.import_module(name)
+                except Exception:  # noqa: BLE001, S112 (not importable here: the name stays free)
+                    continue
+                continue
+            bound[name] = value
         elif kind == "module" and _stdlib(body) and body.rpartition(".")[2] == name:
             try:
                 bound[name] = importlib.import_module(body)
@@ -1274,6 +1293,13 @@ class Runner:
         self.peer = init.get("peer")  # [read fd, write fd] or None
         self.count = 0
         self.child = None
+        # The scratch folders as the sandbox made them, read before any run exists.
+        self.scratch: dict[str, os.stat_result] = {}
+        for folder in [self.work] + (["/tmp", "/dev/shm", "/dev/mqueue"] if self.namespace else []):
+            try:
+                self.scratch[folder] = os.stat(folder)
+            except OSError:
+                continue
 
     def _check_code(self, message: dict):
         """The check's code compiled here, in the run's supervisor, so that the run's fork has
@@ -1299,9 +1325,10 @@ class Runner:
         os.mkdir(folder, 0o700)
         code = self._check_code(message) if self.role == "check" else None
         direct = bool(self.peer) and self.role == "check"
-        if self.peer:
-            # Whatever an earlier run left in the pair (its processes are all dead by now) is
-            # not this run's to read, and never enters a process's memory (see _discard).
+        if direct:
+            # Whatever an earlier run's solution answered late is not this run's to read, and
+            # never enters a process's memory (see _discard). (The solution's side throws its
+            # leftover calls away when its run ends: this run's check may already be calling.)
             _discard(self.peer[0])
         if direct:
             # The check's child talks to the solution's runner itself.
@@ -1464,13 +1491,15 @@ class Runner:
                 os.close(fd)
             except OSError:
                 pass
+        if self.peer and self.role == "solution":
+            # The run's check has ended (the worker ends a solution's run after the verdict):
+            # calls it left unanswered are thrown away, unread.
+            _discard(self.peer[0])
         # Nothing of this run is left for the next: the whole work folder and the scratch
-        # folders are emptied, read-only subfolders included.
-        scratch = [self.work]
-        if self.namespace:
-            scratch += ["/tmp", "/dev/shm", "/dev/mqueue"]
-        for folder in scratch:
-            _empty(folder)
+        # folders are emptied, read-only subfolders included, and each folder itself is put
+        # back as it was when the sandbox started (mode, extended attributes, times).
+        for folder, pristine in self.scratch.items():
+            _reset(folder, pristine)
         self.child = None
         return {
             "exit": child["exit"],
@@ -1601,6 +1630,31 @@ def _discard(fd: int) -> None:
     finally:
         os.set_blocking(fd, True)
         os.close(null)
+
+
+def _reset(folder: str, pristine: os.stat_result) -> None:
+    """Empty `folder` and give it back the mode, extended attributes and times it had: a run
+    that made it read-only (so that a file in it survived the emptying), or wrote a note into
+    its attributes or its times, leaves nothing there for the next run. Its ctime, which no
+    one can set, tells only when the last clean-up ran."""
+    try:
+        os.chmod(folder, pristine.st_mode & 0o7777)
+    except OSError:
+        pass
+    _empty(folder)
+    try:
+        names = os.listxattr(folder)
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            os.removexattr(folder, name)
+        except OSError:
+            pass
+    try:
+        os.utime(folder, ns=(pristine.st_atime_ns, pristine.st_mtime_ns))
+    except OSError:
+        pass
 
 
 def _empty(folder: str) -> None:

@@ -278,10 +278,11 @@ class FunctionSession:
                     "entry_point": task.entry_point,
                 }
             )
-            solution.recv(deadline)
-        except (ChannelClosed, TimeoutError):
+        except ChannelClosed:
             solution_alive = False  # the run fails below: every call finds it gone
         try:
+            # Both sandboxes start their run at once; the solution's "started" comes before
+            # any answer of its, so it is read before the check's first call is relayed.
             check.send(
                 {
                     "op": "start",
@@ -290,6 +291,11 @@ class FunctionSession:
                     "entry_point": task.entry_point,
                 }
             )
+            if solution_alive:
+                try:
+                    solution.recv(deadline)
+                except (ChannelClosed, TimeoutError):
+                    solution_alive = False
             while True:
                 message = check.recv(deadline)
                 if message.get("op") == "verdict":
