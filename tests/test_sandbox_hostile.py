@@ -211,8 +211,11 @@ def _sandbox_processes(sandbox) -> list[str]:
         from workers.sandbox import local
 
         uids = {run_uid(), run_uid() + local._UID_SPREAD}
+        parked = sandbox.parked_pids()  # one-off sandboxes started for the next program
         for entry in os.scandir("/proc"):
             with suppress(OSError):
+                if entry.name.isdigit() and int(entry.name) in parked:
+                    continue
                 if entry.name.isdigit() and entry.stat().st_uid in uids:
                     leftovers.append(f"process {entry.name} of sandbox uid {entry.stat().st_uid}")
     containers = getattr(sandbox, "containers", None)

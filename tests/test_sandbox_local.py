@@ -45,11 +45,17 @@ def run(sandbox: LocalSandbox, program: str, limits: Limits = QUICK) -> tuple[Ex
     return result, time.monotonic() - start
 
 
-def live_processes_of(uid: int) -> list[int]:
+def live_processes_of(uid: int, sandbox: LocalSandbox | None = None) -> list[int]:
+    """Processes of `uid`, but for the sandbox's parked one (started for the next program)."""
+    parked = sandbox.parked_pids() if sandbox is not None else set()
     pids = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and entry.stat().st_uid == uid:
+            if (
+                entry.name.isdigit()
+                and int(entry.name) not in parked
+                and entry.stat().st_uid == uid
+            ):
                 pids.append(int(entry.name))
         except OSError:
             continue
@@ -120,7 +126,7 @@ def test_a_fork_bomb_ends_and_the_host_is_fine_afterwards(sandbox: LocalSandbox)
     assert elapsed < 2 + SLACK
     uid = sandbox.run_uid()
     if uid is not None:
-        assert live_processes_of(uid) == []
+        assert live_processes_of(uid, sandbox) == []
     after, _ = run(sandbox, "print('still fine')")
     assert after.passed and after.stdout_tail == "still fine\n"
 
@@ -226,19 +232,21 @@ def test_the_work_folder_is_removed_after_the_run(
         made.append(real_mkdtemp(*args, **kwargs))  # type: ignore[arg-type]
         return made[-1]
 
+    sandbox.close()  # so the run's sandbox starts now, in a folder made while we record
     monkeypatch.setattr(local.tempfile, "mkdtemp", recording_mkdtemp)
     program = "import os\nos.makedirs('a/b')\nopen('a/b/f', 'w').write('x')\nos.chmod('a', 0o500)"
-    result, _ = run(sandbox, program)
+    result = sandbox.run_python(program, limits=QUICK, park_next=False)
     assert result.passed
     assert made and not os.path.exists(made[0])
 
-    def broken_execute(*args: object, **kwargs: object) -> None:
+    def broken_supervise(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the worker broke mid-run")
 
-    monkeypatch.setattr(local, "execute", broken_execute)
+    monkeypatch.setattr(local, "supervise", broken_supervise)
     with pytest.raises(RuntimeError):
-        sandbox.run_python("print(1)", limits=QUICK)
+        sandbox.run_python("print(1)", limits=QUICK, park_next=False)
     assert len(made) == 2 and not os.path.exists(made[1])
+    assert sandbox.parked_pids() == set()
 
 
 def test_an_interpreter_that_cannot_start_makes_the_sandbox_unavailable() -> None:

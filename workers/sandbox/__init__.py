@@ -55,6 +55,8 @@ def get_sandbox(
     isolation = {
         "cgroup_mode": cgroups or os.environ.get("SANDBOX_CGROUPS") or "auto",
         "cgroup_root": cgroup_root or os.environ.get("SANDBOX_CGROUP_ROOT") or None,
+        # SANDBOX_POOL_SIZE=0 starts every sandbox when it is needed, on both backends.
+        "park_ahead": min(int(os.environ.get("SANDBOX_POOL_SIZE") or 1), 1),
     }
     try:
         return LocalSandbox(python=python, **isolation)

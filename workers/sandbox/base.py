@@ -107,22 +107,48 @@ def execute(
     """Run argv in a session of its own, keep the ends of its output, and `stop(pid)` it at
     the limits; whatever is left of its process group is killed when it ends."""
     start = time.monotonic()
-    deadline = start + limits.wall_seconds
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            preexec_fn=preexec,
-            start_new_session=True,
-            pass_fds=pass_fds,
-        )
+        proc = spawn(argv, cwd=cwd, env=env, preexec=preexec, pass_fds=pass_fds)
     except (OSError, subprocess.SubprocessError) as exc:
         error = f"cannot start {argv[0]}: {exc}"
         return RawRun(None, time.monotonic() - start, b"", b"", error=error)
+    return supervise(proc, limits=limits, stop=stop, start=start)
+
+
+def spawn(
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    preexec: Callable[[], None],
+    pass_fds: tuple[int, ...] = (),
+) -> subprocess.Popen:
+    """Start argv in a session of its own, stdin closed, stdout and stderr piped."""
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec,
+        start_new_session=True,
+        pass_fds=pass_fds,
+    )
+
+
+def supervise(
+    proc: subprocess.Popen,
+    *,
+    limits: Limits,
+    stop: Callable[[int], None] = kill_group,
+    start: float | None = None,
+) -> RawRun:
+    """Keep the ends of a started process's output and `stop(pid)` it at the limits, counted
+    from `start` (default: now); whatever is left of its process group is killed when it ends."""
+    start = time.monotonic() if start is None else start
+    deadline = start + limits.wall_seconds
+    argv = proc.args if isinstance(proc.args, list) else [str(proc.args)]
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     tails = {out_fd: bytearray(), err_fd: bytearray()}

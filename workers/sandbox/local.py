@@ -13,17 +13,24 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from workers.sandbox import cgroups, seccomp
 from workers.sandbox.base import (
     Execution,
     Limits,
+    RawRun,
     SandboxUnavailable,
     classify,
     execute,
     kill_group,
+    spawn,
+    supervise,
 )
 from workers.sandbox.runner import BOOTSTRAP, ONE_OFF_INIT
 from workers.sandbox.session import (
@@ -200,8 +207,11 @@ class _LocalBase:
         work_root: str | None = None,
         cgroup_mode: str = "auto",
         cgroup_root: str | None = None,
+        park_ahead: int = 1,
     ) -> None:
         self.python = python or default_python()
+        # One-off sandboxes kept started ahead of need, per set of limits (0: none).
+        self.park_ahead = park_ahead
         self.uid_base = uid_base
         self.work_root = work_root
         self.cgroups = _cgroup_controller(cgroup_mode, cgroup_root)
@@ -354,6 +364,8 @@ class LocalSandbox(_LocalBase):
         if not found:
             raise SandboxUnavailable(NO_BWRAP)
         self.bwrap = found
+        self._init_parking()
+        _live.add(self)
         try:
             self.seccomp_program = seccomp.bpf_program()
         except seccomp.SeccompUnavailable as exc:
@@ -365,7 +377,7 @@ class LocalSandbox(_LocalBase):
         key = (self.bwrap, self.python, os.geteuid() == 0)
         with _checks_lock:
             if key not in _checks:
-                probe = self.run_python("", limits=Limits(wall_seconds=10))
+                probe = self.run_python("", limits=Limits(wall_seconds=10), park_next=False)
                 _checks[key] = "" if probe.passed else (probe.error or probe.stderr_tail).strip()
             problem = _checks[key]
         if problem:
@@ -431,33 +443,230 @@ class LocalSandbox(_LocalBase):
     def _stop(self, pid: int) -> None:
         _stop_bwrap(pid)
 
-    def run_python(self, program: str, *, limits: Limits) -> Execution:
-        uid = self.run_uid()
-        cgroup = self._cgroup("program", limits)
-        filter_fd = self._seccomp_fd()
+    def run_python(self, program: str, *, limits: Limits, park_next: bool = True) -> Execution:
+        """Run `program` as main.py in a sandbox of its own, started ahead of need: a parked
+        one (bwrap has set it up and waits on --block-fd before its pid 1 starts), else one
+        started now. Parking takes the start, and the cgroup move (a kernel RCU wait of about
+        15 ms under cgroup v1), off the program's path."""
+        self._after_fork_check()
+        parked = self._take(limits)
+        if parked is None:
+            try:
+                parked = self._park(limits)
+            except (OSError, subprocess.SubprocessError) as exc:
+                error = f"cannot start {self.bwrap}: {exc}"
+                return classify(RawRun(None, 0.0, b"", b"", error=error), limits)
+        if park_next:
+            self._want(limits)
         try:
-            with work_folder(program, uid, self.work_root) as folder:
-                init = ONE_OFF_INIT % {"name": _INIT_NAME}
-                run = execute(
-                    [*self._argv(folder, limits, filter_fd), self.python, "-I", "-c", init],
-                    cwd=folder,
-                    env=dict(SANDBOX_ENV),
-                    limits=limits,
-                    preexec=_limiter(limits, uid, cgroup),
-                    stop=_stop_bwrap,
-                    pass_fds=(filter_fd,),
-                )
+            main = os.path.join(parked.folder, "main.py")
+            with open(main, "w", encoding="utf-8") as fh:
+                fh.write(program)
+            if parked.uid is not None:
+                os.chown(main, parked.uid, parked.uid)
+            start = time.monotonic()
+            try:
+                os.write(parked.block, b"x")  # the sandbox's pid 1 starts now
+            except OSError:
+                pass  # bwrap is gone: supervise() reports what it said
+            run = supervise(parked.proc, limits=limits, stop=_stop_bwrap, start=start)
         finally:
-            os.close(filter_fd)
-            oom_killed = cgroup is not None and cgroup.oom_kills() > 0
-            if cgroup is not None:
-                cgroup.remove()
+            os.close(parked.block)
+            _remove_tree(parked.folder)
+            oom_killed = parked.cgroup is not None and parked.cgroup.oom_kills() > 0
+            if parked.cgroup is not None:
+                parked.cgroup.remove()
         if oom_killed and run.exit_code not in (0, None):
             run.exit_code = -signal.SIGKILL  # the sandbox's memory limit: classified below
         # bwrap reports a child killed by signal N as exit status 128+N.
         if run.exit_code is not None and 128 < run.exit_code <= 128 + 64:
             run.exit_code = 128 - run.exit_code
         return classify(run, limits, fault_prefixes=("bwrap: ", f"{_INIT_NAME}: "))
+
+    # --- One-off sandboxes started ahead of need ----------------------------------------------
+
+    def _park(self, limits: Limits) -> _Parked:
+        """A one-off sandbox, set up and blocked before its pid 1 runs; its work folder (bound
+        at /work) gets main.py when a program is handed to it."""
+        uid = self.run_uid()
+        folder = tempfile.mkdtemp(prefix=_folder_prefix(), dir=self.work_root)
+        cgroup = None
+        block_r = block_w = filter_fd = -1
+        try:
+            if uid is not None:
+                os.chown(folder, uid, uid)
+            cgroup = self._cgroup("program", limits)
+            filter_fd = self._seccomp_fd()
+            block_r, block_w = os.pipe()
+            options = self._argv(folder, limits, filter_fd)  # ends with --as-pid-1
+            init = ONE_OFF_INIT % {"name": _INIT_NAME}
+            argv = [*options[:-1], "--block-fd", str(block_r), *options[-1:]]
+            proc = spawn(
+                [*argv, self.python, "-I", "-c", init],
+                cwd=folder,
+                env=dict(SANDBOX_ENV),
+                preexec=_limiter(limits, uid, cgroup),
+                pass_fds=(filter_fd, block_r),
+            )
+        except BaseException:
+            if block_w >= 0:
+                os.close(block_w)
+            _remove_tree(folder)
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        finally:
+            for fd in (filter_fd, block_r):
+                if fd >= 0:
+                    os.close(fd)
+        return _Parked(proc, folder, block_w, cgroup, uid)
+
+    def _take(self, limits: Limits) -> _Parked | None:
+        with self._park_lock:
+            parked = self._parked.pop(limits, None)
+        if parked is not None and parked.proc.poll() is not None:
+            _discard_parked(parked)  # it ended while parked (killed from outside)
+            return None
+        return parked
+
+    def _want(self, limits: Limits) -> None:
+        """Park a sandbox of these limits for the next program, in the background."""
+        if self.park_ahead <= 0:
+            return
+        with self._park_lock:
+            self._wanted[limits] = None
+            self._wanted.move_to_end(limits)
+            while len(self._wanted) > _PARKED_KEYS:
+                self._wanted.popitem(last=False)
+            if self._refiller is None:
+                self._refiller = threading.Thread(
+                    target=_refill, args=(weakref.ref(self),), name="sandbox-park", daemon=True
+                )
+                self._refiller.start()
+        self._wake.set()
+
+    def _refill_once(self) -> bool:
+        """Park one sandbox that is wanted and missing; False when none is."""
+        with self._park_lock:
+            missing = [key for key in self._wanted if key not in self._parked]
+        if not missing:
+            return False
+        limits = missing[-1]
+        try:
+            parked = self._park(limits)
+        except (OSError, subprocess.SubprocessError):
+            logger.exception("could not start a sandbox ahead of need")
+            return False
+        with self._park_lock:
+            if limits in self._parked or limits not in self._wanted:
+                extra = parked
+            else:
+                self._parked[limits], extra = parked, None
+        if extra is not None:
+            _discard_parked(extra)
+        return True
+
+    def close(self) -> None:
+        """End the sandboxes parked ahead of need; the next program parks again."""
+        with self._park_lock:
+            parked = list(self._parked.values())
+            self._parked.clear()  # the same dict the finalizer holds
+            self._wanted.clear()
+        self._wake.set()
+        for one in parked:
+            _discard_parked(one)
+
+    def parked_pids(self) -> set[int]:
+        """The processes of the sandboxes this process parked ahead of need, by any of its
+        LocalSandbox objects (they share the run uid): no program runs in them."""
+        stack = []
+        for sandbox in list(_live):
+            if getattr(sandbox, "_pid", None) == os.getpid():
+                with sandbox._park_lock:
+                    stack += [one.proc.pid for one in sandbox._parked.values()]
+        pids: set[int] = set()
+        while stack:
+            pid = stack.pop()
+            pids.add(pid)
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as fh:
+                    stack.extend(int(child) for child in fh.read().split())
+            except OSError:
+                continue
+        return pids
+
+    def _after_fork_check(self) -> None:
+        if self._pid != os.getpid():
+            # A fork of the process that parked them (a Celery pool child): those sandboxes
+            # and the thread are the parent's.
+            self._init_parking()
+
+    def _init_parking(self) -> None:
+        self._pid = os.getpid()
+        self._parked: dict[Limits, _Parked] = {}
+        self._wanted: OrderedDict[Limits, None] = OrderedDict()
+        self._park_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._refiller: threading.Thread | None = None
+        # Parked sandboxes end with their LocalSandbox, collected or at interpreter exit.
+        weakref.finalize(self, _discard_all, self._parked, self._park_lock, self._pid)
+
+
+_PARKED_KEYS = 4  # sets of limits kept parked at once
+
+
+@dataclass
+class _Parked:
+    proc: subprocess.Popen
+    folder: str
+    block: int  # the write end of bwrap's --block-fd
+    cgroup: cgroups.SandboxCgroup | None
+    uid: int | None
+
+
+def _discard_parked(parked: _Parked) -> None:
+    try:
+        os.close(parked.block)  # bwrap reads end-of-file and ends without running anything
+    except OSError:
+        pass
+    _stop_bwrap(parked.proc.pid)
+    try:
+        parked.proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        kill_group(parked.proc.pid)
+        parked.proc.wait()
+    for stream in (parked.proc.stdout, parked.proc.stderr):
+        if stream is not None:
+            stream.close()
+    _remove_tree(parked.folder)
+    if parked.cgroup is not None:
+        parked.cgroup.remove()
+
+
+def _refill(ref: weakref.ref) -> None:
+    """The parking thread: holds no reference to its sandbox while it waits."""
+    while True:
+        sandbox = ref()
+        if sandbox is None:
+            return
+        wake = sandbox._wake
+        while sandbox._refill_once():
+            pass
+        del sandbox
+        wake.wait(timeout=60)
+        wake.clear()
+
+
+def _discard_all(parked: dict, lock: threading.Lock, pid: int) -> None:
+    if pid != os.getpid():
+        return  # a fork's copy: the sandboxes are the parent's
+    with lock:
+        ones, _ = list(parked.values()), parked.clear()
+    for one in ones:
+        _discard_parked(one)
+
+
+_live: weakref.WeakSet = weakref.WeakSet()
 
 
 def _stop_bwrap(pid: int) -> None:

@@ -14,13 +14,17 @@ Two roles, each in a sandbox of its own:
   worker to the solution's sandbox. The child's exit status is the verdict; nothing the
   solution controls can produce it.
 
-A pristine start per run: the runner (pid 1 of its sandbox, not dumpable) is a zygote that never
-reads a run's data. Before each run it forks a supervisor, which reads the run's start message,
-forks the run's child from there, relays the run's calls and reports its end, then exits; so a
-run's child is a fork of a process that never held another run's source, calls or answers, and
-nothing of one run is in the memory of the next. Between runs the supervisor and then the zygote
-kill every other process of the sandbox, and the supervisor empties the run's work folder,
-/tmp and /dev/shm.
+A pristine start per run: the solution's runner (pid 1 of its sandbox, not dumpable) is a
+zygote that never reads a run's data. Before each run it forks a supervisor, which reads the
+run's start message, forks the run's child from there, relays the run's calls and reports its
+end, then exits; so a run's child is a fork of a process that never held another run's source,
+calls or answers, and nothing of one run is in the memory of the next. Between runs the
+supervisor and then the zygote kill every other process of the sandbox, and the supervisor
+empties the run's work folder, /tmp and /dev/shm and gives them back their mode, attributes and
+times. The check's runner serves its runs itself, keeping each task's compiled tests: no
+solution code ever runs in its sandbox (what the solution sends is rebuilt as data by this
+file's code), so what its memory holds (tests, and answers on the Docker backend) is out of
+every run's reach.
 
 Frames: a 4-byte big-endian length, then UTF-8 JSON. Values cross as tagged JSON, never pickle,
 checked by exact type (a subclass of int with a custom __eq__ is not an int here), and are
@@ -155,14 +159,27 @@ exec(compile(_read(struct.unpack(">I", _read(4))[0]), "inspector-runner", "exec"
 
 # A one-off program's pid 1 (local backend, run_python; `%(name)s` is the prefix of its own
 # errors): it makes itself not dumpable before the program exists, then forks the program, which
-# runs main.py as `python -I main.py` would (sys.argv, a fresh __main__, the interpreter's own
-# handling of SystemExit and of an uncaught exception), without a second interpreter start (nor
-# runpy, whose imports cost a quarter of a start). It exits with
+# runs main.py as `python -I main.py` would (sys.argv, a fresh __main__, SystemExit, an uncaught
+# exception's traceback, non-daemon threads and atexit hooks), without a second interpreter
+# start (nor runpy or ctypes, whose imports cost a quarter of a start). It exits with
 # the program's status, 128+N for a program killed by signal N; the kernel ends whatever else
 # the sandbox holds when it exits.
-ONE_OFF_INIT = """import _signal, ctypes, os, sys
+ONE_OFF_INIT = """import _signal, os, sys
 try:
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    import _ctypes
+
+    class _Int(_ctypes._SimpleCData):
+        _type_ = "i"
+
+    class _Function(_ctypes.CFuncPtr):
+        _flags_, _restype_ = _ctypes.FUNCFLAG_CDECL, _Int
+
+    class _Libc:
+        _handle = _ctypes.dlopen(None)
+
+    if _Function(("prctl", _Libc()))(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError("prctl refused")
+    del _Int, _Function, _Libc
 except Exception as exc:
     sys.exit("%(name)s: cannot make pid 1 undumpable: %%s" %% exc)
 _pid = os.fork()
@@ -172,10 +189,33 @@ if _pid == 0:
     _main = type(sys)("__main__")
     _main.__file__, _main.__builtins__ = "main.py", __builtins__
     sys.modules["__main__"] = _main
-    with open("main.py", "rb") as _fh:
-        _code = compile(_fh.read(), "main.py", "exec")
-    del _fh
-    exec(_code, _main.__dict__)
+    _status = 0
+    try:
+        with open("main.py", "rb") as _fh:
+            _code = compile(_fh.read(), "main.py", "exec")
+        del _fh
+        exec(_code, _main.__dict__)
+    except SystemExit as _exit:
+        if _exit.code is None or type(_exit.code) is int:
+            _status = _exit.code or 0
+        else:
+            print(_exit.code, file=sys.stderr)
+            _status = 1
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        _status = 1
+    # The interpreter's own exit, less the finalization: in a fork, collecting every object
+    # would copy every page of the heap (a quarter of a start).
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()
+    import atexit
+    atexit._run_exitfuncs()
+    for _stream in (sys.stdout, sys.stderr):
+        try:
+            _stream.flush()
+        except Exception:
+            pass
+    os._exit(_status & 0xFF)
 else:
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     while True:
@@ -1293,6 +1333,7 @@ class Runner:
         self.peer = init.get("peer")  # [read fd, write fd] or None
         self.count = 0
         self.child = None
+        self.compiled: dict = {}  # the check's side only (see serve)
         # The scratch folders as the sandbox made them, read before any run exists.
         self.scratch: dict[str, os.stat_result] = {}
         for folder in [self.work] + (["/tmp", "/dev/shm", "/dev/mqueue"] if self.namespace else []):
@@ -1302,13 +1343,18 @@ class Runner:
                 continue
 
     def _check_code(self, message: dict):
-        """The check's code compiled here, in the run's supervisor, so that the run's fork has
-        it, with its free names; None when it does not compile (the child reports the error)."""
-        try:
-            code = check_code(message["prompt"], message["test"])
-            return code, free_names(code)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
+        """Compiled once per task, here, so that every run's fork has it, with its free names;
+        None when it does not compile (the run's child then reports the error)."""
+        key = (message["prompt"], message["test"])
+        if key not in self.compiled:
+            if len(self.compiled) >= 16:
+                self.compiled.clear()
+            try:
+                code = check_code(*key)
+                self.compiled[key] = (code, free_names(code))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self.compiled[key] = None
+        return self.compiled[key]
 
     def _limit_child(self) -> None:
         import resource
@@ -1683,8 +1729,8 @@ def _empty(folder: str) -> None:
 
 
 def serve(stdin: int = 0, stdout: int = 1) -> None:
-    """The runner's loop. This process, the zygote, never reads a run's data: it forks a
-    supervisor per run before the run's first message arrives, and the supervisor reads the
+    """The runner's loop. On the solution's side this process, the zygote, never reads a
+    run's data: it forks a supervisor per run before the run's first message arrives, and the supervisor reads the
     run's messages, forks the run's child and relays its calls, then exits. So every run's
     child is forked from a process that has never held another run's source, calls or answers
     (freed memory keeps its bytes: a child forked from a runner that had read earlier runs'
@@ -1719,6 +1765,13 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
     # touch (and so copy) every page of them in each run.
     gc.freeze()
     write_frame(stdout, {"op": "ready", "pid": os.getpid()})
+    if runner.role == CHECK:
+        # No run's code ever executes in the check's sandbox: it runs the task's own tests,
+        # and what the solution sends it is rebuilt as data (or a handle) by this file's code.
+        # So its runner serves the runs itself, keeping each task's compiled tests.
+        while runner.supervise(stdin, stdout) != GONE_EXIT:
+            pass
+        return
     while True:
         supervisor = os.fork()
         if supervisor == 0:
