@@ -18,6 +18,7 @@ backend and check the host afterwards. Every hostile action is guarded by `_HX_C
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 # The hostile suite's fixtures: `sandbox`, a backend that has shown it is confined, and `token`,
@@ -580,3 +581,27 @@ def test_a_solution_cannot_answer_for_a_standard_module_the_tests_use_without_im
         assert not session.run("    return 0\nimport math\n").passed
         cheat = session.run(fake)
     assert not cheat.passed, f"a fake math module answered the tests: {describe(cheat)}"
+
+
+@pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL"])
+def test_a_run_that_stops_or_kills_the_process_that_forks_runs_does_not_change_the_next_verdict(
+    sandbox, token: str, signal_name: str
+) -> None:
+    # A run's parent (the zygote that forks each run's child, or the runner where there is
+    # none) is of the run's uid: signals reach it, its memory does not.
+    body = (
+        "    import os, signal\n"
+        "    if _HX_CONFINED:\n"
+        f"        os.kill(os.getppid(), signal.{signal_name})\n"
+        "    return a + b\n"
+    )
+    with sandbox.session(TASK, limits=SCAN_LIMITS) as session:
+        started = time.monotonic()
+        session.run(hostile(token, body))
+        # Not held up either: a stopped zygote is woken when the run ends.
+        assert time.monotonic() - started < SCAN_LIMITS.wall_seconds / 2
+        after = session.run(HONEST)
+        assert after.passed, f"the next honest run: {describe(after)}"
+        wrong = session.run("    return a - b\n")
+        assert not wrong.passed
+    assert_host_untouched(sandbox, token)

@@ -14,16 +14,21 @@ Two roles, each in a sandbox of its own:
   worker to the solution's sandbox. The child's exit status is the verdict; nothing the
   solution controls can produce it.
 
-A pristine start per run: the solution's runner (pid 1 of its sandbox, not dumpable) is a
-zygote that never reads a run's data. Before each run it forks a supervisor, which reads the
-run's start message, forks the run's child from there, relays the run's calls and reports its
-end, then exits; so a run's child is a fork of a process that never held another run's source,
-calls or answers, and nothing of one run is in the memory of the next. Between runs the
-supervisor and then the zygote kill every other process of the sandbox, and the supervisor
-empties the run's work folder, /tmp and /dev/shm and gives them back their mode, attributes and
-times. The check's runner serves its runs itself, keeping each task's compiled tests: no
-solution code ever runs in its sandbox (what the solution sends is rebuilt as data by this
-file's code), so what its memory holds (tests, and answers on the Docker backend) is out of
+A pristine start per run. Each sandbox's runner (pid 1, not dumpable) relays every run itself
+and holds the runs' data; no run's process is ever forked from it. On the solution's side each
+run's child comes from a zygote: a child of the runner forked before any run's data reached it
+(just after the preloads), which forks a run's child on a one-byte request, hands the child's
+pipes to the runner over a socket (SCM_RIGHTS) and sends the child's exit status; the child
+reads its own start message. The zygote reads nothing else, so a run's child is a fork of a
+process that never held another run's source, calls or answers (freed memory keeps its bytes:
+a child forked from a runner that had read earlier runs' messages found their source by
+scanning its own heap). Between runs the runner kills every other process of the sandbox but
+the zygote (pass after pass over /proc, within the pids limit), wakes the zygote should a run
+have stopped it, and empties the work folder, /tmp and /dev/shm, giving them back their mode,
+attributes and times. A run that kills the zygote ends its sandbox: the next run gets a fresh
+one. The check's runner forks its runs' children itself, keeping each task's compiled tests: no
+solution code ever runs in the check's sandbox (what the solution sends is rebuilt as data by
+this file's code), so what its memory holds (tests, and answers on the Docker backend) is out of
 every run's reach.
 
 Frames: a 4-byte big-endian length, then UTF-8 JSON. Values cross as tagged JSON, never pickle,
@@ -139,7 +144,7 @@ CHUNK_SECONDS = 0.05
 MAX_CHECK_ITEMS = 1 << 20  # items of a check's iterator passed to the candidate
 MAX_NAMES = 1000  # free names asked of the solution per run
 BOUNDARY_EXIT = 86  # the check failed where the boundary decided (see CrossingError)
-GONE_EXIT = 75  # a run's supervisor found the worker's stdin closed
+GONE_EXIT = 75  # the worker's stdin closed
 SOLUTION, CHECK = "solution", "check"
 
 # Reads the runner's source from stdin with os.read, not sys.stdin: a buffered reader would
@@ -1039,7 +1044,7 @@ PRELOAD = (
     "typing", "math", "re", "collections", "itertools", "functools", "string", "random",
     "hashlib", "heapq", "bisect", "statistics", "fractions", "decimal", "datetime", "copy",
     "operator", "fcntl", "resource", "importlib",
-    "dis",  # free_names(), in every run's supervisor on the check's side
+    "dis",  # free_names(), on the check's side
 )  # fmt: skip
 
 
@@ -1334,6 +1339,9 @@ class Runner:
         self.count = 0
         self.child = None
         self.compiled: dict = {}  # the check's side only (see serve)
+        # The solution's side: the pristine zygote that forks each run's child (see serve).
+        self.zygote: int | None = None
+        self.zygote_sock = None
         # The scratch folders as the sandbox made them, read before any run exists.
         self.scratch: dict[str, os.stat_result] = {}
         for folder in [self.work] + (["/tmp", "/dev/shm", "/dev/mqueue"] if self.namespace else []):
@@ -1365,6 +1373,9 @@ class Runner:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
     def start(self, message: dict) -> None:
+        if self.zygote_sock is not None:
+            self._start_from_zygote(message)
+            return
         self.count += 1
         # A name no earlier run could have taken in advance.
         folder = os.path.join(self.work, f"run{self.count}-{os.urandom(8).hex()}")
@@ -1430,6 +1441,37 @@ class Runner:
             "folder": folder,
             "started": time.monotonic(),
         }
+
+    def _start_from_zygote(self, message: dict) -> None:
+        """A solution's run: its child is forked by the zygote, which has never held a run's
+        data, and reads its start message itself; this process relays the run as for any."""
+        import socket
+
+        self.zygote_sock.sendall(b"f")
+        data, fds, _flags, _addr = socket.recv_fds(self.zygote_sock, 64, 5)
+        if len(fds) != 5 or len(data) != 4:
+            for fd in fds:
+                os.close(fd)
+            sys.exit("inspector-runner: the zygote is gone")
+        (pid,) = struct.unpack(">i", data)
+        call_in_w, call_out_r, out_r, err_r, pidfd = fds
+        self.child = {
+            "pid": pid,
+            "pidfd": pidfd,
+            "to": call_in_w,
+            "from": call_out_r,
+            "out": out_r,
+            "err": err_r,
+            "tails": {out_r: bytearray(), err_r: bytearray()},
+            "bytes": 0,
+            "exit": None,
+            "killed_for": "",
+            "started": time.monotonic(),
+            "from_zygote": True,
+        }
+        self.send_to_child(
+            {"op": "start", "source": message["source"], "entry_point": message["entry_point"]}
+        )
 
     def _drain(self, fd: int) -> bool:
         child = self.child
@@ -1503,15 +1545,31 @@ class Runner:
 
     def _reap_child(self) -> None:
         child = self.child
-        if child["exit"] is None:
-            _, status = os.waitpid(child["pid"], 0)
-            child["exit"] = os.waitstatus_to_exitcode(status)
+        if child["exit"] is not None:
+            return
+        if child.get("from_zygote"):
+            # The zygote reaps its children and sends the status.
+            status = _read_exact(self.zygote_sock.fileno(), 4)
+            if status is None:
+                sys.exit("inspector-runner: the zygote is gone")
+            (child["exit"],) = struct.unpack(">i", status)
+            return
+        _, status = os.waitpid(child["pid"], 0)
+        child["exit"] = os.waitstatus_to_exitcode(status)
 
     def finish(self) -> dict:
         """End the run: kill whatever it left, clean its traces, report its output."""
         child = self.child
         self._kill_child()
-        if self.namespace:
+        if self.namespace and self.zygote is not None:
+            _kill_all_but({os.getpid(), self.zygote})
+            # A run may have stopped the zygote (it can signal it, not reach its memory): it
+            # serves the next run all the same.
+            try:
+                os.kill(self.zygote, signal.SIGCONT)
+            except OSError:
+                pass
+        elif self.namespace:
             # Every process of this sandbox but the runner (and the init above it).
             try:
                 os.kill(-1, signal.SIGKILL)
@@ -1521,7 +1579,9 @@ class Runner:
         for fd in (child["out"], child["err"]):
             while self._drain_nonblocking(fd):
                 pass
-        if self.namespace:
+        if self.namespace and self.zygote is not None:
+            _reap_all_but(self.zygote)
+        elif self.namespace:
             # The runner is the subreaper: every process the run left is its child by now.
             while True:
                 try:
@@ -1602,8 +1662,8 @@ class Runner:
             sel.close()
 
     def supervise(self, stdin: int, stdout: int) -> int:
-        """One run, in a fresh fork of the zygote: its start, its calls, its end. Returns the
-        exit status for the zygote: 0 when the run ended, GONE_EXIT when the worker is gone."""
+        """One run: its start, its calls, its end. Returns 0 when the run ended, GONE_EXIT
+        when the worker is gone."""
         request = read_frame(stdin)
         if request is None:
             return GONE_EXIT
@@ -1638,29 +1698,117 @@ class Runner:
                 return GONE_EXIT
             self.send_to_child(reply.get("reply", {"gone": "no reply"}))
 
-    def sweep(self) -> None:
-        """In the zygote, after a run's supervisor exited: end whatever the run left and reap
-        it (the supervisor's finish() did so already unless it was killed)."""
-        if self.namespace:
-            try:
-                os.kill(-1, signal.SIGKILL)  # pid 1 kills every other process of the sandbox
-            except OSError:
-                pass
-        while True:
-            try:
-                # Without a pid namespace, only the orphans that already exited are reaped.
-                pid, _ = os.waitpid(-1, 0 if self.namespace else os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-
     def send_to_child(self, message: dict) -> bool:
         try:
             write_frame(self.child["to"], message)
             return True
         except OSError:
             return False
+
+
+def _kill_all_but(keep: set[int]) -> None:
+    """SIGKILL every process of this pid namespace but `keep`, pass after pass until none is
+    left: a process forked while a pass listed /proc is found by the next one, and a killed
+    process forks no more (the sandbox's pids limit bounds them all)."""
+    for _ in range(1000):
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in keep:
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    state = fh.read().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state in (b"Z", b"X"):
+                continue  # dead already: reaped below
+            found = True
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+        if not found:
+            return
+
+
+def _reap_all_but(zygote: int) -> None:
+    """Reap the run's orphans (the runner is pid 1 and their subreaper), never the zygote."""
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == zygote:
+            sys.exit("inspector-runner: the zygote is gone")
+        if pid:
+            continue
+        # Nothing to reap right now: done unless a killed process is still dying.
+        if not any(
+            name.isdigit() and int(name) not in (1, os.getpid(), zygote)
+            for name in os.listdir("/proc")
+        ):
+            return
+        time.sleep(0.001)
+
+
+def _zygote(sock, runner: Runner) -> None:
+    """The solution's zygote: forked before any run's data reached the runner, it forks each
+    run's child on a one-byte request, hands the child's pipes to the runner, and sends its exit
+    status. It reads nothing else, so its memory never holds another run's data."""
+    import socket
+
+    while True:
+        if _read_exact(sock.fileno(), 1) is None:
+            os._exit(0)
+        call_in_r, call_in_w = os.pipe()
+        call_out_r, call_out_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        folder = os.path.join(runner.work, f"run-{os.urandom(8).hex()}")
+        os.mkdir(folder, 0o700)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                import fcntl
+
+                sock.close()
+                os.setsid()
+                os.chdir(folder)
+                wanted = ((out_w, 1), (err_w, 2), (call_in_r, CALL_IN), (call_out_w, CALL_OUT))
+                parked = [(fcntl.fcntl(src, fcntl.F_DUPFD, 1000), dst) for src, dst in wanted]
+                for src, dst in parked:
+                    os.dup2(src, dst)
+                os.closerange(CALL_OUT + 1, 65536)
+                devnull = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(devnull, 0)
+                os.close(devnull)
+                sys.stdout = open(1, "w", 1, encoding="utf-8", errors="replace", closefd=False)
+                sys.stderr = open(2, "w", 1, encoding="utf-8", errors="replace", closefd=False)
+                runner._limit_child()
+                start = read_frame(CALL_IN)  # the run's own data, read by the run's process
+                if start is None or start.get("op") != "start":
+                    os._exit(1)
+                _serve_solution(start["source"], start["entry_point"])
+            except BaseException:  # noqa: BLE001
+                traceback.print_exc()
+            finally:
+                _flush()
+                os._exit(1)
+        for fd in (call_in_r, call_out_w, out_w, err_w):
+            os.close(fd)
+        pidfd = os.pidfd_open(pid)
+        handed = [call_in_w, call_out_r, out_r, err_r, pidfd]
+        try:
+            socket.send_fds(sock, [struct.pack(">i", pid)], handed)
+        finally:
+            for fd in handed:
+                os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        try:
+            sock.sendall(struct.pack(">i", os.waitstatus_to_exitcode(status)))
+        except OSError:
+            os._exit(0)
 
 
 def _discard(fd: int) -> None:
@@ -1729,12 +1877,8 @@ def _empty(folder: str) -> None:
 
 
 def serve(stdin: int = 0, stdout: int = 1) -> None:
-    """The runner's loop. On the solution's side this process, the zygote, never reads a
-    run's data: it forks a supervisor per run before the run's first message arrives, and the supervisor reads the
-    run's messages, forks the run's child and relays its calls, then exits. So every run's
-    child is forked from a process that has never held another run's source, calls or answers
-    (freed memory keeps its bytes: a child forked from a runner that had read earlier runs'
-    messages could find them by scanning its own heap)."""
+    """The runner's loop: one run at a time, each relayed by this process; on the solution's
+    side, each run's child forked by the zygote (see the module docstring)."""
     try:
         import ctypes
 
@@ -1764,36 +1908,34 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
     # Forked children then leave the runner's objects alone: the collector would otherwise
     # touch (and so copy) every page of them in each run.
     gc.freeze()
-    write_frame(stdout, {"op": "ready", "pid": os.getpid()})
-    if runner.role == CHECK:
-        # No run's code ever executes in the check's sandbox: it runs the task's own tests,
-        # and what the solution sends it is rebuilt as data (or a handle) by this file's code.
-        # So its runner serves the runs itself, keeping each task's compiled tests.
-        while runner.supervise(stdin, stdout) != GONE_EXIT:
-            pass
-        return
-    while True:
-        supervisor = os.fork()
-        if supervisor == 0:
-            code = 1
+    if runner.role == SOLUTION:
+        import socket
+
+        # The zygote is forked now, before the ready: nothing of any run has reached this
+        # process yet. It keeps no descriptor of the worker's or of the other sandbox's.
+        ours, theirs = socket.socketpair()
+        zygote = os.fork()
+        if zygote == 0:
             try:
-                code = runner.supervise(stdin, stdout)
-            except SystemExit as exc:
-                print(exc, file=sys.stderr)
+                ours.close()
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (stdin, stdout):
+                    os.dup2(devnull, fd)
+                os.close(devnull)
+                for fd in runner.peer or ():
+                    os.close(fd)
+                _zygote(theirs, runner)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:
-                _flush()
-                os._exit(code)
-        _, status = os.waitpid(supervisor, 0)
-        runner.sweep()
-        code = os.waitstatus_to_exitcode(status)
-        if code == GONE_EXIT:
-            return
-        if code != 0:
-            # A run's process killed its supervisor, or the protocol broke: the worker finds
-            # this sandbox gone and starts another.
-            sys.exit(f"inspector-runner: a run's supervisor ended with status {code}")
+                os._exit(1)
+        theirs.close()
+        runner.zygote, runner.zygote_sock = zygote, ours
+    write_frame(stdout, {"op": "ready", "pid": os.getpid()})
+    # The runner relays every run itself; no run's child is ever forked from it (the solution's
+    # come from the zygote; no solution code runs in the check's sandbox).
+    while runner.supervise(stdin, stdout) != GONE_EXIT:
+        pass
 
 
 if __name__ == "inspector-runner" or __name__ == "__main__":
