@@ -30,6 +30,12 @@ def test_a_check_that_became_flaky_drifts():
     assert "steady in #1 and is flaky in #2" in finding.explanation
 
 
+def test_a_check_flaky_in_both_inspections_does_not_drift_on_its_coin():
+    flaky = frozenset({"flaky"})
+    assert drift(Outcomes(12, 12, 4, 4, flaky), Outcomes(0, 12, 0, 4, flaky)) == []
+    assert drift(Outcomes(6, 12, 40, 40, flaky), Outcomes(6, 12, 0, 40, flaky)) == []
+
+
 def test_a_sample_pass_rate_drifts_only_beyond_noise():
     assert drift(Outcomes(6, 6, 1, 2), Outcomes(6, 6, 2, 2)) == []
     assert drift(Outcomes(6, 6, 20, 40), Outcomes(6, 6, 24, 40)) == []
@@ -54,7 +60,8 @@ def test_a_check_that_rots_between_two_inspections_is_flagged_drift_with_both_as
     assert flag.evidence["previous_inspection"] == first.pk
     assert flag.evidence["inspection"] == second.pk
     assert "the reference passed 12/12 runs" in flag.explanation
-    assert not Flag.objects.filter(inspection=second, code="drift").exclude(task=clean).exists()
+    others = Flag.objects.filter(inspection=second, code="drift").exclude(task=clean)
+    assert not others.exists(), [(f.task.task_id, f.explanation) for f in others]
     page = reviewer_client.get(clean.get_absolute_url()).content.decode()
     assert f"Compared with inspection #{first.pk}" in page
     clean.refresh_from_db()

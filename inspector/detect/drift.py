@@ -4,7 +4,8 @@ environment rots (plain data in, findings out; no ORM).
 Compared with the previous finished inspection: a reference that passed every run and now passes
 none; a check that became flaky; a sample pass rate that moved beyond noise, by Fisher's exact
 test on the two inspections' sample passes and failures (not a fixed gap: 1 of 2 against 2 of 2
-is noise, 1 of 40 against 38 of 40 is not)."""
+is noise, 1 of 40 against 38 of 40 is not). A check flagged flaky in both inspections does not
+drift on its pass rates: they are the check's own coin, whatever they move to."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def drift_findings(
             continue
         changes: list[str] = []
         smallest_p = 1.0
+        if FlagCode.FLAKY in now.flags and FlagCode.FLAKY in before.flags:
+            continue
         if (
             before.reference_total
             and before.reference_passed == before.reference_total
