@@ -1328,6 +1328,34 @@ def _flush() -> None:
 # --- The runner ----------------------------------------------------------------------------------
 
 
+def _become_run_child(
+    folder: str, out_w: int, err_w: int, call_in_r: int, call_out_w: int, limits: dict
+) -> None:
+    """In a run's freshly forked child: a session of its own in its folder, the four pipe ends
+    as stdout, stderr, CALL_IN and CALL_OUT, nothing else open, and the run's rlimits."""
+    import fcntl
+    import resource
+
+    os.setsid()
+    os.chdir(folder)
+    # Park the four ends above any descriptor in use, then put them in place.
+    wanted = ((out_w, 1), (err_w, 2), (call_in_r, CALL_IN), (call_out_w, CALL_OUT))
+    parked = [(fcntl.fcntl(src, fcntl.F_DUPFD, 1000), dst) for src, dst in wanted]
+    for src, dst in parked:
+        os.dup2(src, dst)
+    os.closerange(CALL_OUT + 1, 65536)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    # Line-buffered, and flushed before every answer and exit: output is evidence.
+    sys.stdout = open(1, "w", 1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", 1, encoding="utf-8", errors="replace", closefd=False)
+    memory = limits["memory_bytes"]
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    cpu = int(limits["wall_seconds"]) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
 class Runner:
     def __init__(self, init: dict) -> None:
         self.role = init["role"]
@@ -1365,14 +1393,6 @@ class Runner:
                 self.compiled[key] = None
         return self.compiled[key]
 
-    def _limit_child(self) -> None:
-        import resource
-
-        memory = self.limits["memory_bytes"]
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        cpu = int(self.limits["wall_seconds"]) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-
     def start(self, message: dict) -> None:
         if self.zygote_sock is not None:
             self._start_from_zygote(message)
@@ -1400,23 +1420,7 @@ class Runner:
         pid = os.fork()
         if pid == 0:
             try:
-                import fcntl
-
-                os.setsid()
-                os.chdir(folder)
-                # Park the four ends above any descriptor in use, then put them in place.
-                wanted = ((out_w, 1), (err_w, 2), (call_in_r, CALL_IN), (call_out_w, CALL_OUT))
-                parked = [(fcntl.fcntl(src, fcntl.F_DUPFD, 1000), dst) for src, dst in wanted]
-                for src, dst in parked:
-                    os.dup2(src, dst)
-                os.closerange(CALL_OUT + 1, 65536)
-                devnull = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(devnull, 0)
-                os.close(devnull)
-                # Line-buffered, and flushed before every answer and exit: output is evidence.
-                sys.stdout = open(1, "w", 1, encoding="utf-8", errors="replace", closefd=False)
-                sys.stderr = open(2, "w", 1, encoding="utf-8", errors="replace", closefd=False)
-                self._limit_child()
+                _become_run_child(folder, out_w, err_w, call_in_r, call_out_w, self.limits)
                 if self.role == "solution":
                     _serve_solution(message["source"], message["entry_point"])
                 else:
@@ -1811,22 +1815,8 @@ def _zygote(sock, runner: Runner) -> None:
         pid = os.fork()
         if pid == 0:
             try:
-                import fcntl
-
                 sock.close()
-                os.setsid()
-                os.chdir(folder)
-                wanted = ((out_w, 1), (err_w, 2), (call_in_r, CALL_IN), (call_out_w, CALL_OUT))
-                parked = [(fcntl.fcntl(src, fcntl.F_DUPFD, 1000), dst) for src, dst in wanted]
-                for src, dst in parked:
-                    os.dup2(src, dst)
-                os.closerange(CALL_OUT + 1, 65536)
-                devnull = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(devnull, 0)
-                os.close(devnull)
-                sys.stdout = open(1, "w", 1, encoding="utf-8", errors="replace", closefd=False)
-                sys.stderr = open(2, "w", 1, encoding="utf-8", errors="replace", closefd=False)
-                runner._limit_child()
+                _become_run_child(folder, out_w, err_w, call_in_r, call_out_w, runner.limits)
                 start = read_frame(CALL_IN)  # the run's own data, read by the run's process
                 if start is None or start.get("op") != "start":
                     os._exit(1)
