@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
-from inspector import services_terminal
+from inspector import enqueue, services_terminal
 from inspector.detect.codes import combined_severity
 from inspector.detect.probes import PROBES
 from inspector.formats.humaneval import read_taskset
@@ -337,9 +337,7 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
     total += len(batch)
     inspection.runs_total = total
     inspection.save(update_fields=("runs_total",))
-    from workers.tasks import inspection_dispatch
-
-    inspection_dispatch.delay_on_commit(inspection.pk)
+    enqueue.inspection_dispatch_after_commit(inspection.pk)
     logger.info("inspection %s of %s created with %s runs", inspection.pk, version, total)
     return inspection
 
@@ -440,41 +438,11 @@ def inspection_dispatch(*, inspection_id: int) -> int:
             .values_list("pk", "repeat", "task_id")
             .iterator(chunk_size=5000)
         )
-    sent = _runs_send(
+    sent = enqueue.runs_send(
         rows,
         per_message=settings.TERMINAL_RUNS_PER_MESSAGE if terminal else settings.RUNS_PER_MESSAGE,
     )
     logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
-    return sent
-
-
-def _runs_send(rows, *, per_message: int | None = None) -> int:
-    """Send (run id, group) pairs in messages of whole groups' runs (a task's, or a task's
-    runs of one repeat), about RUNS_PER_MESSAGE.
-
-    A message per run would spend more time in the broker than in the sandbox, and a session
-    per message spreads the start of its two sandboxes over many runs; a task's runs stay in
-    one message unless it alone has more. Redelivery is cheap: claimed runs are skipped."""
-    from workers.tasks import runs_execute
-
-    per_message = per_message or settings.RUNS_PER_MESSAGE
-    sent = 0
-    batch: list[int] = []
-    batch_group = None
-    with runs_execute.app.producer_or_acquire() as producer:
-        for run_id, group in rows:
-            if (
-                batch
-                and len(batch) >= per_message
-                and (group != batch_group or len(batch) >= 4 * per_message)
-            ):
-                runs_execute.apply_async((batch,), producer=producer)
-                batch = []
-            batch.append(run_id)
-            batch_group = group
-            sent += 1
-        if batch:
-            runs_execute.apply_async((batch,), producer=producer)
     return sent
 
 
@@ -640,7 +608,7 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 if Run.objects.filter(pk=run.pk, status=Run.RUNNING, attempts=run.attempts).update(
                     status=Run.QUEUED, error=execution.error[:2000]
                 ):
-                    _run_enqueue([run.pk])
+                    enqueue.runs_requeue_after_commit([run.pk])
                 continue
             pending.append((run, execution))
     finally:
@@ -682,7 +650,7 @@ def _runs_record(results: list[tuple[Run, Execution]]) -> int:
                 run.outcome = str(execution.outcome)
                 recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
     for inspection_id, count in recorded.items():
-        _inspection_progress(inspection_id, count)
+        inspection_progress(inspection_id, count)
     return sum(recorded.values())
 
 
@@ -705,7 +673,7 @@ def _run_record_error(run: Run, message: str) -> None:
     _run_record(run, _error_execution(message))
 
 
-def _inspection_progress(inspection_id: int, count: int = 1) -> None:
+def inspection_progress(inspection_id: int, count: int = 1) -> None:
     now = timezone.now()
     Inspection.objects.filter(pk=inspection_id).update(
         runs_done=F("runs_done") + count, updated_at=now
@@ -718,17 +686,7 @@ def _inspection_progress(inspection_id: int, count: int = 1) -> None:
         runs_done__gte=F("runs_total"),
     ).update(status=Inspection.ANALYSING, updated_at=now)
     if moved:
-        from workers.tasks import inspection_analyse
-
-        inspection_analyse.delay(inspection_id)
-
-
-def _run_enqueue(run_ids: list[int]) -> None:
-    def send() -> None:
-        rows = Run.objects.filter(pk__in=run_ids).order_by("pk").values_list("pk", "task_id")
-        _runs_send(rows.iterator())
-
-    transaction.on_commit(send)
+        enqueue.inspection_analyse(inspection_id)
 
 
 def inspection_analyse(*, inspection_id: int) -> Inspection:
@@ -1066,7 +1024,7 @@ def runs_sweep(*, now=None) -> dict[str, int]:
             ):
                 logger.warning("run %s of inspection %s: %s", run_id, inspection_id, reason)
                 abandoned += 1
-                _inspection_progress(inspection_id)
+                inspection_progress(inspection_id)
         elif stale.update(status=Run.QUEUED, error="re-queued: its worker stopped answering"):
             logger.warning(
                 "run %s of inspection %s: lease expired, re-queued", run_id, inspection_id
@@ -1089,13 +1047,11 @@ def runs_sweep(*, now=None) -> dict[str, int]:
     stuck = Inspection.objects.filter(status=Inspection.ANALYSING, updated_at__lt=now - stall)
     reanalysed = 0
     for inspection_id in stuck.values_list("pk", flat=True):
-        from workers.tasks import inspection_analyse
-
         Inspection.objects.filter(pk=inspection_id).update(updated_at=now)
-        inspection_analyse.delay(inspection_id)
+        enqueue.inspection_analyse(inspection_id)
         reanalysed += 1
     if requeued:
-        _run_enqueue(sorted(set(requeued)))
+        enqueue.runs_requeue_after_commit(sorted(set(requeued)))
     return {
         "requeued": len(requeued) - resent,
         "resent": resent,

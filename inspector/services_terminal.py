@@ -186,8 +186,8 @@ def _lease_span(runs: list[Run]) -> timedelta:
 def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
     """Execute claimed terminal runs, TERMINAL_PARALLEL at a time, and record each outcome
     exactly once. A task's image is built (or found by its content hash) once per message."""
+    from inspector import enqueue
     from inspector.detect.terminal_probes import TERMINAL_PROBES
-    from inspector.services import _run_enqueue
 
     if not runs:
         return
@@ -267,7 +267,7 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
                     if Run.objects.filter(
                         pk=run.pk, status=Run.RUNNING, attempts=run.attempts
                     ).update(status=Run.QUEUED, error=str(result.get("reason", ""))[:2000]):
-                        _run_enqueue([run.pk])
+                        enqueue.runs_requeue_after_commit([run.pk])
                     continue
                 pending.append((run, result))
                 now = timezone.now()
@@ -296,7 +296,7 @@ def _sandbox_error(reason: str) -> dict:
 def _terminal_runs_record(results: list[tuple[Run, dict]]) -> int:
     """Record outcomes in one transaction, guarded like the function runs' records so that a
     swept and re-queued run is never recorded twice."""
-    from inspector.services import _inspection_progress
+    from inspector.services import inspection_progress
 
     finished = timezone.now()
     recorded: dict[int, int] = {}
@@ -326,5 +326,5 @@ def _terminal_runs_record(results: list[tuple[Run, dict]]) -> int:
                 run.outcome = str(result["outcome"])
                 recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
     for inspection_id, count in recorded.items():
-        _inspection_progress(inspection_id, count)
+        inspection_progress(inspection_id, count)
     return sum(recorded.values())

@@ -1,0 +1,68 @@
+"""The one module that puts work on the broker: nothing else in `inspector/` names a Celery task.
+
+The tasks themselves (`workers/tasks.py`) are thin adapters that call back into the services, so
+they are imported here inside each function: `inspector/` never imports `workers.tasks` at module
+level, and there is no import circle. Work that depends on rows a transaction is writing is sent
+after the commit (`*_after_commit`), so a worker never looks for a row it cannot see yet."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from inspector.models import Run
+
+
+def inspection_dispatch_after_commit(inspection_id: int) -> None:
+    """Queue the dispatch of a new inspection's runs once its rows are committed."""
+    from workers.tasks import inspection_dispatch
+
+    inspection_dispatch.delay_on_commit(inspection_id)
+
+
+def inspection_analyse(inspection_id: int) -> None:
+    """Queue the analysis of an inspection whose runs are all recorded."""
+    from workers.tasks import inspection_analyse as task
+
+    task.delay(inspection_id)
+
+
+def runs_send(rows, *, per_message: int | None = None) -> int:
+    """Send (run id, group) pairs in messages of whole groups' runs (a task's, or a task's
+    runs of one repeat), about RUNS_PER_MESSAGE.
+
+    A message per run would spend more time in the broker than in the sandbox, and a session
+    per message spreads the start of its two sandboxes over many runs; a task's runs stay in
+    one message unless it alone has more. Redelivery is cheap: claimed runs are skipped."""
+    from workers.tasks import runs_execute
+
+    per_message = per_message or settings.RUNS_PER_MESSAGE
+    sent = 0
+    batch: list[int] = []
+    batch_group = None
+    with runs_execute.app.producer_or_acquire() as producer:
+        for run_id, group in rows:
+            if (
+                batch
+                and len(batch) >= per_message
+                and (group != batch_group or len(batch) >= 4 * per_message)
+            ):
+                runs_execute.apply_async((batch,), producer=producer)
+                batch = []
+            batch.append(run_id)
+            batch_group = group
+            sent += 1
+        if batch:
+            runs_execute.apply_async((batch,), producer=producer)
+    return sent
+
+
+def runs_requeue_after_commit(run_ids: list[int]) -> None:
+    """Send runs back to the workers (a retry, a lease that ran out) once the transaction that
+    re-queued them is committed."""
+
+    def send() -> None:
+        rows = Run.objects.filter(pk__in=run_ids).order_by("pk").values_list("pk", "task_id")
+        runs_send(rows.iterator())
+
+    transaction.on_commit(send)
