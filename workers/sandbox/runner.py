@@ -1356,6 +1356,33 @@ def _become_run_child(
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
 
+def _child(
+    pid: int,
+    pidfd: int,
+    to: int | None,
+    from_: int | None,
+    out: int,
+    err: int,
+    *,
+    from_zygote: bool = False,
+) -> dict:
+    """What the runner keeps of a run's child: its descriptors, its output's tails, its end."""
+    return {
+        "pid": pid,
+        "pidfd": pidfd,
+        "to": to,
+        "from": from_,
+        "out": out,
+        "err": err,
+        "tails": {out: bytearray(), err: bytearray()},
+        "bytes": 0,
+        "exit": None,
+        "killed_for": "",
+        "started": time.monotonic(),
+        "from_zygote": from_zygote,
+    }
+
+
 class Runner:
     def __init__(self, init: dict) -> None:
         self.role = init["role"]
@@ -1432,20 +1459,7 @@ class Runner:
                 os._exit(1)
         for fd in (call_in_r, call_out_w, out_w, err_w):
             os.close(fd)
-        self.child = {
-            "pid": pid,
-            "pidfd": os.pidfd_open(pid),
-            "to": call_in_w,
-            "from": call_out_r,
-            "out": out_r,
-            "err": err_r,
-            "tails": {out_r: bytearray(), err_r: bytearray()},
-            "bytes": 0,
-            "exit": None,
-            "killed_for": "",
-            "folder": folder,
-            "started": time.monotonic(),
-        }
+        self.child = _child(pid, os.pidfd_open(pid), call_in_w, call_out_r, out_r, err_r)
 
     def _start_from_zygote(self, message: dict) -> None:
         """A solution's run: its child is forked by the zygote, which has never held a run's
@@ -1460,20 +1474,7 @@ class Runner:
             sys.exit("inspector-runner: the zygote is gone")
         (pid,) = struct.unpack(">i", data)
         call_in_w, call_out_r, out_r, err_r, pidfd = fds
-        self.child = {
-            "pid": pid,
-            "pidfd": pidfd,
-            "to": call_in_w,
-            "from": call_out_r,
-            "out": out_r,
-            "err": err_r,
-            "tails": {out_r: bytearray(), err_r: bytearray()},
-            "bytes": 0,
-            "exit": None,
-            "killed_for": "",
-            "started": time.monotonic(),
-            "from_zygote": True,
-        }
+        self.child = _child(pid, pidfd, call_in_w, call_out_r, out_r, err_r, from_zygote=True)
         self.send_to_child(
             {"op": "start", "source": message["source"], "entry_point": message["entry_point"]}
         )
