@@ -605,3 +605,152 @@ def test_a_run_that_stops_or_kills_the_process_that_forks_runs_does_not_change_t
         wrong = session.run("    return a - b\n")
         assert not wrong.passed
     assert_host_untouched(sandbox, token)
+
+
+# --- A second outside attack, on the clean-up between runs ---------------------------------
+
+# A task whose right answer is to raise: a killed run's child also reaches the check as an
+# exception, so a process that kills later runs' children would make `return 0` pass it.
+RAISES = FunctionTask(
+    'def checked_div(a, b):\n    """a // b; raise ValueError when b is 0."""\n',
+    "def check(candidate):\n"
+    "    try:\n"
+    "        candidate(1, 0)\n"
+    "    except Exception:\n"
+    "        return\n"
+    "    raise AssertionError('should have raised')\n",
+    "checked_div",
+)
+
+# The leader of a double-forked process ends only its own thread (SYS_exit): /proc shows it as a
+# zombie while its other thread runs on, killing every newer process of the sandbox.
+_HALF_DEAD = """
+    import ctypes, os, threading, time
+    if _HX_CONFINED and os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            me = os.getpid()
+            def loop():
+                while True:
+                    for p in os.listdir("/proc"):
+                        if p.isdigit() and int(p) > me:
+                            try:
+                                os.kill(int(p), 9)
+                            except OSError:
+                                pass
+                    time.sleep(0.0005)
+            threading.Thread(target=loop).start()
+            ctypes.CDLL(None).syscall(60, 0)
+        os._exit(0)
+    if _HX_CONFINED:
+        os.wait()
+        time.sleep(0.3)
+    return a + b
+"""
+
+
+def test_a_process_whose_leader_ended_only_its_own_thread_does_not_outlive_its_run(
+    sandbox, token: str
+) -> None:
+    with sandbox.session(limits=SCAN_LIMITS) as session:
+        session.run(hostile(token, _HALF_DEAD), task=TASK)
+        honest = session.run(HONEST, task=TASK)
+        assert honest.passed, f"a survivor of the last run killed this one: {describe(honest)}"
+        wrong = session.run("    return 0\n", task=RAISES)
+        assert not wrong.passed, f"a killed child passed for raising: {describe(wrong)}"
+        assert session.run(HONEST, task=TASK).passed
+    assert_host_untouched(sandbox, token)
+
+
+# Folders the clean-up could not get through: one without any permission, one readable but not
+# searchable holding a folder (its content survived shutil.rmtree's retry), and a chain deeper
+# than Python's recursion limit (it ended the runner). Each holds the secret.
+_LOCKED_FOLDERS = """
+    import os
+    if _HX_CONFINED:
+        for top in ("/tmp", "/dev/shm", os.getcwd() + "/.."):
+            os.makedirs(top + "/a/b")
+            with open(top + "/a/b/note", "w") as fh:
+                fh.write(SECRET)
+            os.chmod(top + "/a", 0o600)
+            os.mkdir(top + "/x")
+            with open(top + "/x/note", "w") as fh:
+                fh.write(SECRET)
+            os.chmod(top + "/x", 0)
+        fd = os.open("/tmp", os.O_RDONLY)
+        for _ in range(1500):
+            os.mkdir("d", 0o700, dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with open(os.open("note", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as fh:
+            fh.write(SECRET)
+        os.close(fd)
+    return SECRET
+"""
+
+_FIND_NOTES = """
+    import os
+    if not _HX_CONFINED:
+        return None
+    found = []
+    for top in ("/tmp", "/dev/shm", os.getcwd() + "/.."):
+        for root, dirs, files in os.walk(top):
+            for name in dirs:
+                try:
+                    os.chmod(os.path.join(root, name), 0o700)
+                except OSError:
+                    pass
+            for name in files:
+                try:
+                    with open(os.path.join(root, name)) as fh:
+                        found.append(fh.read())
+                except OSError:
+                    pass
+    print("HX", [len(found)], flush=True)
+    return next((text for text in found if len(text) == 32), None)
+"""
+
+
+def test_folders_a_run_locked_or_chained_deep_are_emptied_and_end_no_sandbox(
+    sandbox, token: str
+) -> None:
+    secret = uuid.uuid4().hex
+    writer = hostile(token, _LOCKED_FOLDERS.replace("SECRET", repr(secret)))
+    result = writer_then_reader(sandbox, writer, hostile(token, _FIND_NOTES), secret)
+    assert not result.passed, f"the reader found the writer's notes: {describe(result)}"
+    assert report(result) == [0], "the scratch folders were not empty for the next run"
+    assert_host_untouched(sandbox, token)
+
+
+# clone(CLONE_PARENT) makes the run's children children of the zygote; left unreaped they cost
+# every later clean-up its full wait, and held the sandbox uid's process count, which the
+# worker's other sandboxes share.
+_ZYGOTE_CHILDREN = """
+    import ctypes, os
+    if _HX_CONFINED:
+        libc = ctypes.CDLL(None)
+        for _ in range(20):
+            if libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0) == 0:
+                os._exit(0)
+    return a + b
+"""
+
+
+def test_children_a_run_gives_the_zygote_are_reaped_before_the_next_run(
+    sandbox, token: str
+) -> None:
+    with sandbox.session(TASK, limits=SCAN_LIMITS) as session:
+        session.run(hostile(token, _ZYGOTE_CHILDREN))
+        started = time.monotonic()
+        after = session.run(HONEST)
+        assert after.passed, f"the next honest run: {describe(after)}"
+        assert time.monotonic() - started < 1.0, "the next run waited on unreaped children"
+        session.run(hostile(token, _ZYGOTE_CHILDREN))
+        session.run(hostile(token, _ZYGOTE_CHILDREN))
+        session.run(hostile(token, _ZYGOTE_CHILDREN))
+        # 60 unreaped children and the session's own processes would pass the uid's limit.
+        program = sandbox.run_python("print('hi')", limits=SCAN_LIMITS)
+        assert program.passed and "hi" in program.stdout_tail, describe(program)
+        assert session.run(HONEST).passed
+    assert_host_untouched(sandbox, token)

@@ -127,8 +127,8 @@ import operator
 import os
 import select
 import selectors
-import shutil
 import signal
+import stat
 import struct
 import sys
 import time
@@ -1621,14 +1621,20 @@ class Runner:
     def tidy(self) -> None:
         """Nothing of the last run is left for the next, done while the worker reads the last
         run's report: the processes it left, killed by `finish`, are reaped (the solution's
-        side), the
-        whole work folder and the scratch folders are emptied, read-only subfolders included,
-        and each folder itself is put back as it was when the sandbox started (mode, extended
-        attributes, times). The next run's start is read only after this."""
+        side), the whole work folder and the scratch folders are emptied, whatever modes and
+        depth the run gave what it left there, and each folder itself is put back as it was
+        when the sandbox started (mode, extended attributes, times). The next run's start is
+        read only after this; a folder that cannot be emptied ends the sandbox."""
         if self.namespace and self.zygote is not None:
             _reap_all_but(self.zygote)  # the run's orphans, killed by finish()
+            self.zygote_sock.sendall(b"r")
+            if _read_exact(self.zygote_sock.fileno(), 1) != b"k":
+                sys.exit("inspector-runner: the zygote is gone")
         for folder, pristine in self.scratch.items():
             _reset(folder, pristine)
+            if os.listdir(folder):
+                # Never the case so far; if it were, the next run would find this one's files.
+                sys.exit(f"inspector-runner: {folder} could not be emptied")
 
     def answer(self, call: dict) -> dict:
         """Hand a call to the solution's child; its answer, or why there is none."""
@@ -1728,23 +1734,22 @@ def _kill_all_but(keep: set[int]) -> None:
     Each process is signalled through a pidfd (no pid reuse can redirect the signal), and the
     next pass waits until the processes the last one killed have exited: passing over /proc
     again while they die finds them again and spins, taking the CPU they need to exit (with two
-    busy workers that spin cost 1.5 ms a run)."""
+    busy workers that spin cost 1.5 ms a run). Whether a process has exited is asked of its
+    pidfd, not read from /proc/PID/stat: a leader that ended only its own thread shows "Z"
+    there while its other threads live on (an outside attack kept such a process alive for a
+    whole session that way)."""
     for _ in range(1000):
         killed: list[int] = []
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) in keep:
                 continue
             try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    state = fh.read().rsplit(b")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state in (b"Z", b"X"):
-                continue  # dead already: reaped below
-            try:
                 pidfd = os.pidfd_open(int(name))
             except OSError:
                 continue  # gone in between
+            if _has_exited(pidfd):
+                os.close(pidfd)  # a zombie: its parent reaps it
+                continue
             try:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             except OSError:
@@ -1754,6 +1759,13 @@ def _kill_all_but(keep: set[int]) -> None:
         if not killed:
             return
         _wait_exited(killed, seconds=2.0)
+
+
+def _has_exited(pidfd: int) -> bool:
+    """True once every thread of the process has exited (its pidfd polls readable)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _wait_exited(pidfds: list[int], *, seconds: float) -> None:
@@ -1778,24 +1790,19 @@ def _wait_exited(pidfds: list[int], *, seconds: float) -> None:
 
 
 def _reap_all_but(zygote: int) -> None:
-    """Reap the run's orphans (the runner is pid 1 and their subreaper), never the zygote."""
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
+    """Reap the run's orphans (the runner is pid 1 and their subreaper), never the zygote.
+    `_kill_all_but` has waited for every process to exit, so what is left are zombies: the
+    runner's own, reaped here, and the zygote's (a run's `clone(CLONE_PARENT)` makes children of
+    the zygote), which the zygote reaps when asked (`_zygote_reap`)."""
+    while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == zygote:
             sys.exit("inspector-runner: the zygote is gone")
-        if pid:
-            continue
-        # Nothing to reap right now: done unless a killed process is still dying.
-        if not any(
-            name.isdigit() and int(name) not in (1, os.getpid(), zygote)
-            for name in os.listdir("/proc")
-        ):
+        if not pid:
             return
-        time.sleep(0.001)
 
 
 def _zygote(sock, runner: Runner) -> None:
@@ -1805,8 +1812,21 @@ def _zygote(sock, runner: Runner) -> None:
     import socket
 
     while True:
-        if _read_exact(sock.fileno(), 1) is None:
+        request = _read_exact(sock.fileno(), 1)
+        if request is None:
             os._exit(0)
+        if request == b"r":
+            # Every child of its that has exited: the run's children a run made its siblings
+            # with clone(CLONE_PARENT), killed by the runner. Left as zombies they would hold
+            # the sandbox uid's process count (RLIMIT_NPROC) for the whole session.
+            while True:
+                try:
+                    if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                        break
+                except ChildProcessError:
+                    break
+            sock.sendall(b"k")
+            continue
         call_in_r, call_in_w = os.pipe()
         call_out_r, call_out_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -1863,11 +1883,11 @@ def _reset(folder: str, pristine: os.stat_result) -> None:
     that made it read-only (so that a file in it survived the emptying), or wrote a note into
     its attributes or its times, leaves nothing there for the next run. Its ctime, which no
     one can set, tells only when the last clean-up ran."""
+    _empty(folder)
     try:
         os.chmod(folder, pristine.st_mode & 0o7777)
     except OSError:
         pass
-    _empty(folder)
     try:
         names = os.listxattr(folder)
     except OSError:
@@ -1883,29 +1903,62 @@ def _reset(folder: str, pristine: os.stat_result) -> None:
         pass
 
 
-def _empty(folder: str) -> None:
-    def writable_and_retry(func, path, _exc) -> None:
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, 0o700)
-            func(path)
-        except OSError:
-            pass
-
+def _empty(top: str) -> None:
+    """Remove everything in `top`, whatever modes and depth the run gave it, in a loop that
+    never works deeper than one folder below `top`: each folder there is made searchable and
+    writable, its files removed and its folders moved up into `top` (a rename within one file
+    system), then removed itself. A chain a thousand folders deep is undone one level a pass,
+    with no recursion and no path longer than two names (shutil.rmtree recursed, so an
+    outside attack's deep chain ended the runner, and its retry hook left the inside of a
+    folder without search permission in place)."""
+    moved = itertools.count()
     try:
-        names = os.listdir(folder)
+        os.chmod(top, 0o700)
     except OSError:
-        return
-    for name in names:
-        path = os.path.join(folder, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, onerror=writable_and_retry)
-        else:
+        pass
+    while True:
+        try:
+            names = os.listdir(top)
+        except OSError:
+            return
+        if not names:
+            return
+        progress = False
+        for name in names:
+            path = os.path.join(top, name)
+            if not _is_folder(path):
+                progress |= _removed(os.unlink, path)
+                continue
             try:
-                os.unlink(path)
+                os.chmod(path, 0o700)
+                inner = os.listdir(path)
             except OSError:
-                pass
+                inner = []
+            for child in inner:
+                below = os.path.join(path, child)
+                if _is_folder(below):
+                    target = os.path.join(top, f".gone-{os.getpid()}-{next(moved)}")
+                    progress |= _removed(lambda p, t=target: os.rename(p, t), below)
+                else:
+                    progress |= _removed(os.unlink, below)
+            progress |= _removed(os.rmdir, path)
+        if not progress:
+            return  # what is left cannot be removed; the caller finds it there
+
+
+def _is_folder(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _removed(remove, path: str) -> bool:
+    try:
+        remove(path)
+        return True
+    except OSError:
+        return False
 
 
 def serve(stdin: int = 0, stdout: int = 1) -> None:

@@ -268,18 +268,20 @@ class FunctionSession:
             solution, check = self._ensure_channels()
         except ChannelClosed as exc:
             return self._result(Outcome.SANDBOX_ERROR, started, error=str(exc))
+        start = {"op": "start", "source": task.prompt + completion, "entry_point": task.entry_point}
+        try:
+            solution.send(start)
+        except ChannelClosed:
+            # The solution's runner ended between runs (it ends its sandbox when it cannot
+            # clean up after a run): this run gets a fresh pair, not a verdict against it.
+            self._drop(SOLUTION)
+            try:
+                solution, check = self._ensure_channels()
+                solution.send(start)
+            except ChannelClosed as exc:
+                return self._result(Outcome.SANDBOX_ERROR, started, error=str(exc))
         oom_before = self._oom_kills()
         solution_alive = True
-        try:
-            solution.send(
-                {
-                    "op": "start",
-                    "source": task.prompt + completion,
-                    "entry_point": task.entry_point,
-                }
-            )
-        except ChannelClosed:
-            solution_alive = False  # the run fails below: every call finds it gone
         try:
             # Both sandboxes start their run at once; the solution's "started" comes before
             # any answer of its, so it is read before the check's first call is relayed.
@@ -294,7 +296,17 @@ class FunctionSession:
             if solution_alive:
                 try:
                     solution.recv(deadline)
-                except (ChannelClosed, TimeoutError):
+                except ChannelClosed as exc:
+                    # Gone before it started the run (it ended after cleaning up the last):
+                    # the sandbox failed, not the run.
+                    why = self._drop(SOLUTION)
+                    self._drop(CHECK)  # its run has started: nothing of it may reach the next
+                    return self._result(
+                        Outcome.SANDBOX_ERROR,
+                        started,
+                        error=f"the solution's sandbox ended before the run started: {exc}; {why}",
+                    )
+                except TimeoutError:
                     solution_alive = False
             while True:
                 message = check.recv(deadline)
