@@ -41,7 +41,7 @@ def flags(inspection):
 def table(inspection, exempt_flaky):
     got = flags(inspection)
     rows = {}
-    for task, c in services._outcomes(inspection.pk).items():
+    for task, c in services.task_outcomes(inspection.pk).items():
         codes = got.get(task, set())
         rows[task] = Outcomes(
             c.get("reference_passed", 0), c.get("reference_total", 0),
@@ -57,7 +57,7 @@ both_flaky = {t for t, c in flags(first).items() if "flaky" in c} & {
 old = [f for f in drift_findings(table(second, False), table(first, False),
        current_id=second.pk, previous_id=first.pk) if f.task_key in both_flaky]
 print(json.dumps({
-    "tasks": len(services._outcomes(second.pk)),
+    "tasks": len(services.task_outcomes(second.pk)),
     "flaky_in_both": len(both_flaky),
     "drift_now": [(f.task.task_id, f.explanation) for f in now],
     "drift_before_extra": len(old),

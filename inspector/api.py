@@ -12,11 +12,12 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from inspector import services, services_review
+from inspector import services
 from inspector.downloads import jsonl_download
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.models import ApiToken, ClaimedByOther, Inspection, Task, TaskSet
 from inspector.roles import is_admin, is_reviewer
+from inspector.services import review
 
 MAX_PAGE_SIZE = 500
 
@@ -178,16 +179,14 @@ def inspection_detail(request: HttpRequest, pk: int) -> JsonResponse:
 
 @api_view("reviewer", ("GET",))
 def task_list(request: HttpRequest) -> JsonResponse:
-    filters = services_review.QueueFilter.from_query(request.GET)
-    tasks = services_review.queue_page_tasks(
-        services_review.queue_tasks(filters, user=request.user)
-    )
+    filters = review.QueueFilter.from_query(request.GET)
+    tasks = review.queue_page_tasks(review.queue_tasks(filters, user=request.user))
     try:
         size = min(max(int(request.GET.get("page_size", 100)), 1), MAX_PAGE_SIZE)
         number = max(int(request.GET.get("page", 1)), 1)
     except ValueError:
         return error(400, "page and page_size are whole numbers")
-    paginator = services_review.KeysFirstPaginator(tasks, size)
+    paginator = review.KeysFirstPaginator(tasks, size)
     if number > max(paginator.num_pages, 1):
         return error(404, f"page {number} is past the last page ({paginator.num_pages})")
     page = paginator.page(number)

@@ -1,6 +1,6 @@
 """What the platform stores: task sets and their versions, tasks and sampled solutions,
 inspections and their sandbox runs, the flags raised on tasks, and the reviewers' audit trail.
-Methods here concern one row; workflows over several rows live in services.py."""
+Methods here concern one row; workflows over several rows live in services/."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Web pages: thin adapters over services.py. Every state change is a CSRF-protected POST."""
+"""Web pages: thin adapters over the services (inspector/services/). Every state change is a CSRF-protected POST."""
 
 from __future__ import annotations
 
@@ -25,12 +25,13 @@ from django.utils.http import urlencode
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector import charts, services, services_review
+from inspector import charts, services
 from inspector.downloads import jsonl_download
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.forms import BulkForm, DismissForm, QuarantineForm, QueueFilterForm, UploadForm
 from inspector.models import ApiToken, ClaimedByOther, Flag, Inspection, Run, Task, TaskSet
 from inspector.roles import admin_required, is_admin, reviewer_required
+from inspector.services import review
 
 logger = logging.getLogger(__name__)
 
@@ -206,19 +207,15 @@ def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
 def _queue_filter(request: HttpRequest):
     """The queue's filter form and the filter it stands for, from the URL."""
     form = QueueFilterForm(request.GET or None)
-    return form, services_review.QueueFilter.from_query(
-        form.cleaned_data if form.is_valid() else {}
-    )
+    return form, review.QueueFilter.from_query(form.cleaned_data if form.is_valid() else {})
 
 
 @require_GET
 @reviewer_required
 def queue(request: HttpRequest) -> HttpResponse:
     form, filters = _queue_filter(request)
-    tasks = services_review.queue_page_tasks(
-        services_review.queue_tasks(filters, user=request.user)
-    )
-    paginator = services_review.KeysFirstPaginator(
+    tasks = review.queue_page_tasks(review.queue_tasks(filters, user=request.user))
+    paginator = review.KeysFirstPaginator(
         tasks,
         settings.QUEUE_PAGE_SIZE,
         count_cap=filters.SEARCH_COUNT_CAP if filters.q else None,
@@ -253,7 +250,7 @@ def _queue_redirect(query: str) -> HttpResponseRedirect:
 def queue_bulk(request: HttpRequest) -> HttpResponse:
     """A bulk action on the selected tasks, or on every task the posted filter matches."""
     query = request.POST.get("query", "")
-    filters = services_review.QueueFilter.from_query(QueryDict(query))
+    filters = review.QueueFilter.from_query(QueryDict(query))
     form = BulkForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The bulk action was incomplete: " + form.errors.as_text())
@@ -266,10 +263,10 @@ def queue_bulk(request: HttpRequest) -> HttpResponse:
         tasks = Task.objects.filter(pk__in=data["task"])
         expected = None
     else:
-        tasks = services_review.queue_tasks(filters, user=request.user)
+        tasks = review.queue_tasks(filters, user=request.user)
         expected = data["expected"]
     try:
-        result = services_review.bulk_apply(
+        result = review.bulk_apply(
             tasks,
             action=data["action"],
             by=request.user,
@@ -278,7 +275,7 @@ def queue_bulk(request: HttpRequest) -> HttpResponse:
             assignee=data["assignee"],
             expected=expected,
         )
-    except services_review.ReviewError as exc:
+    except review.ReviewError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, result.describe())
@@ -292,19 +289,19 @@ def queue_export(request: HttpRequest, fmt: str) -> HttpResponse:
     if fmt not in ("csv", "parquet"):
         raise Http404("exports are .csv or .parquet")
     _, filters = _queue_filter(request)
-    tasks = services_review.queue_tasks(filters, user=request.user)
+    tasks = review.queue_tasks(filters, user=request.user)
     return _report_response(tasks, fmt, "queue")
 
 
 def _report_response(tasks, fmt: str, stem: str) -> HttpResponse:
-    rows = services_review.report_rows(tasks)
+    rows = review.report_rows(tasks)
     if fmt == "csv":
         response = StreamingHttpResponse(
-            services_review.csv_stream(rows), content_type="text/csv; charset=utf-8"
+            review.csv_stream(rows), content_type="text/csv; charset=utf-8"
         )
     else:
         response = HttpResponse(
-            services_review.parquet_bytes(rows), content_type="application/vnd.apache.parquet"
+            review.parquet_bytes(rows), content_type="application/vnd.apache.parquet"
         )
     response["Content-Disposition"] = f'attachment; filename="{stem}-report.{fmt}"'
     return response
@@ -317,10 +314,10 @@ def taskset_report_table(request: HttpRequest, name: str, fmt: str) -> HttpRespo
     if fmt not in ("csv", "parquet"):
         raise Http404("reports are .jsonl, .csv or .parquet")
     taskset = _get_taskset(name)
-    filters = services_review.QueueFilter(
+    filters = review.QueueFilter(
         taskset=taskset.name, version=request.GET.get("version", "").strip(), all="1"
     )
-    tasks = services_review.queue_tasks(filters).order_by("position", "id")
+    tasks = review.queue_tasks(filters).order_by("position", "id")
     return _report_response(tasks, fmt, taskset.name)
 
 
@@ -328,12 +325,12 @@ def taskset_report_table(request: HttpRequest, name: str, fmt: str) -> HttpRespo
 @reviewer_required
 def filter_save(request: HttpRequest) -> HttpResponse:
     query = request.POST.get("query", "")
-    filters = services_review.QueueFilter.from_query(QueryDict(query))
+    filters = review.QueueFilter.from_query(QueryDict(query))
     try:
-        saved = services_review.filter_save(
+        saved = review.filter_save(
             user=request.user, name=request.POST.get("name", ""), filters=filters
         )
-    except services_review.ReviewError as exc:
+    except review.ReviewError as exc:
         messages.error(request, str(exc))
         return _queue_redirect(query)
     messages.success(request, f"Saved the filter {saved.name!r}.")

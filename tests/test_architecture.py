@@ -77,3 +77,15 @@ def test_the_import_reader_sees_imports_inside_functions_and_relative_ones(tmp_p
     found = imported_modules(probe, root=tmp_path)
     assert (2, "django.db") in found
     assert (3, "inspector.models") in found
+
+
+def test_no_module_of_inspector_imports_a_private_name_of_another():
+    offending = [
+        f"{where(path, line)} imports {module}"
+        for path in python_files("inspector")
+        for line, module in imported_modules(path)
+        if module.startswith("inspector.")
+        and module.rsplit(".", 1)[-1].startswith("_")
+        and not module.rsplit(".", 1)[-1].startswith("__")
+    ]
+    assert not offending, "\n".join(offending)

@@ -149,7 +149,7 @@ def test_a_stale_worker_cannot_overwrite_the_result_of_a_newer_attempt(
     run.refresh_from_db()
     run.attempts = 1  # what the stale worker believes
 
-    services._run_record_error(run, "late result from a worker that was presumed dead")
+    services.run_record_error(run, "late result from a worker that was presumed dead")
 
     assert Run.objects.get(pk=run.pk).status == Run.RUNNING
 
@@ -158,11 +158,11 @@ def test_an_unavailable_sandbox_fails_the_inspection_with_a_message_instead_of_p
     import_taskset, inspect_now, settings
 ):
     settings.SANDBOX_BACKEND = "vm"  # no such backend: get_sandbox refuses it
-    services._sandbox.cache_clear()
+    services.sandbox_backend.cache_clear()
     try:
         inspection = inspect_now(import_taskset())
     finally:
-        services._sandbox.cache_clear()
+        services.sandbox_backend.cache_clear()
 
     assert inspection.status == Inspection.FAILED
     assert "sandbox unavailable" in inspection.error

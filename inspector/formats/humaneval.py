@@ -175,7 +175,7 @@ def _read_tasks(
             if task_id in first_line:
                 report(
                     "task_id",
-                    f"duplicate task_id {_short(task_id)}, first on line {first_line[task_id]}",
+                    f"duplicate task_id {short_text(task_id)}, first on line {first_line[task_id]}",
                 )
             else:
                 first_line[task_id] = line
@@ -231,7 +231,7 @@ def _read_samples(
         sample_id: str | None = None
         if _is_usable_id(task_id):
             if known_task_ids is not None and task_id not in known_task_ids:
-                report("task_id", f"no task {_short(task_id)} in {tasks_name}")
+                report("task_id", f"no task {short_text(task_id)} in {tasks_name}")
             position = samples_per_task.get(task_id, 0) + 1
             samples_per_task[task_id] = position
             sample_id = f"s{position}" if given_id == "" else given_id
@@ -242,13 +242,13 @@ def _read_samples(
                 elif given_id == "":
                     report(
                         "sample_id",
-                        f"missing, so it is numbered {_short(sample_id)}, which line "
-                        f"{first_line[key]} already uses for task {_short(task_id)}",
+                        f"missing, so it is numbered {short_text(sample_id)}, which line "
+                        f"{first_line[key]} already uses for task {short_text(task_id)}",
                     )
                 else:
                     report(
                         "sample_id",
-                        f"duplicate sample_id {_short(sample_id)} for task {_short(task_id)}, "
+                        f"duplicate sample_id {short_text(sample_id)} for task {short_text(task_id)}, "
                         f"first on line {first_line[key]}",
                     )
         if len(issues) == issues_before and sample_id is not None:
@@ -282,18 +282,18 @@ def _check_required_string(obj: dict[str, Any], field: str, report: _Report) -> 
         return
     value = obj[field]
     if not isinstance(value, str):
-        report(field, f"must be a string, got {_json_type(value)}")
+        report(field, f"must be a string, got {json_type(value)}")
     elif field == "task_id" and not value.strip():
         report(field, "must not be empty")
     elif field == "entry_point" and not (value.isidentifier() and not keyword.iskeyword(value)):
-        report(field, f"must be a Python identifier (a function name), got {_short(value)}")
+        report(field, f"must be a Python identifier (a function name), got {short_text(value)}")
 
 
 def _check_optional(
     obj: dict[str, Any], field: str, kind: type, kind_name: str, report: _Report
 ) -> None:
     if field in obj and not isinstance(obj[field], kind):
-        report(field, f"must be {kind_name}, got {_json_type(obj[field])}")
+        report(field, f"must be {kind_name}, got {json_type(obj[field])}")
 
 
 def _check_sample_id(obj: dict[str, Any], report: _Report) -> str | None:
@@ -305,7 +305,7 @@ def _check_sample_id(obj: dict[str, Any], report: _Report) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str):
-        report("sample_id", f"must be a string or an integer, got {_json_type(value)}")
+        report("sample_id", f"must be a string or an integer, got {json_type(value)}")
         return None
     if not value.strip():
         report("sample_id", "must not be empty")
@@ -346,7 +346,7 @@ def _is_usable_id(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -360,7 +360,7 @@ def _json_type(value: Any) -> str:
     return "an object"
 
 
-def _short(text: str, limit: int = 60) -> str:
+def short_text(text: str, limit: int = 60) -> str:
     """repr() of a user-supplied string, cut so that one bad value cannot flood the report."""
     if len(text) > limit:
         return repr(text[:limit]) + "..."
@@ -399,7 +399,7 @@ def _json_objects(
             continue
         reason: str | None = None
         try:
-            value = json.loads(text, parse_constant=_reject_constant)
+            value = json.loads(text, parse_constant=reject_constant)
         except json.JSONDecodeError as exc:
             reason = f"not JSON: {exc.msg} at column {exc.colno}"
         except ValueError as exc:
@@ -408,7 +408,7 @@ def _json_objects(
             reason = "not JSON: nested too deeply"
         else:
             if not isinstance(value, dict):
-                reason = f"not a JSON object: got {_json_type(value)}"
+                reason = f"not a JSON object: got {json_type(value)}"
         if reason is not None:
             issues.append(FormatIssue(file, line, None, reason))
             yield line, None
@@ -416,7 +416,7 @@ def _json_objects(
             yield line, value
 
 
-def _reject_constant(name: str) -> Any:
+def reject_constant(name: str) -> Any:
     # Python's json accepts NaN and Infinity; JSON (and PostgreSQL's jsonb) does not.
     raise ValueError(f"{name} is not allowed in JSON")
 

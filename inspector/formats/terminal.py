@@ -45,9 +45,9 @@ from inspector.formats.archive import FileEntry, archive_kind
 from inspector.formats.humaneval import (
     FormatIssue,
     TaskSetFormatError,
-    _json_type,
-    _reject_constant,
-    _short,
+    json_type,
+    reject_constant,
+    short_text,
 )
 
 __all__ = [
@@ -138,7 +138,7 @@ def read_terminal_taskset(tree: dict[str, FileEntry], *, name: str) -> TerminalT
                     prefix or name,
                     None,
                     None,
-                    f"duplicate task id {_short(task_id)}: the folder {seen[folded]} has the same "
+                    f"duplicate task id {short_text(task_id)}: the folder {seen[folded]} has the same "
                     "name (task ids are compared ignoring case)",
                 )
             )
@@ -198,15 +198,15 @@ def read_terminal_samples_jsonl(
         if "task_id" not in obj:
             report("task_id", "missing")
         elif not isinstance(task_id, str) or not task_id.strip():
-            report("task_id", f"must be a non-empty string, got {_json_type(task_id)}")
+            report("task_id", f"must be a non-empty string, got {json_type(task_id)}")
             task_id = None
         elif task_ids is not None and task_id not in task_ids:
-            report("task_id", f"no task {_short(task_id)} in the task set")
+            report("task_id", f"no task {short_text(task_id)} in the task set")
         script = obj.get("script")
         if "script" not in obj:
             report("script", "missing")
         elif not isinstance(script, str):
-            report("script", f"must be a string, got {_json_type(script)}")
+            report("script", f"must be a string, got {json_type(script)}")
         elif _UNSTORABLE_TEXT.search(script):
             report("script", "contains a NUL character or an unpaired surrogate")
         given = obj.get("sample_id")
@@ -232,8 +232,8 @@ def read_terminal_samples_jsonl(
                     how = "numbered" if "sample_id" not in obj else "given"
                     report(
                         "sample_id",
-                        f"duplicate sample id {_short(sample_id)} ({how}) for task "
-                        f"{_short(task_id)}, first on line {first_line[key]}",
+                        f"duplicate sample id {short_text(sample_id)} ({how}) for task "
+                        f"{short_text(task_id)}, first on line {first_line[key]}",
                     )
                 else:
                     first_line[key] = line
@@ -381,7 +381,10 @@ def _read_task(
     if any(ch.isspace() and ch != " " or ord(ch) < 32 for ch in task_id) or not task_id.strip():
         issues.append(
             FormatIssue(
-                prefix or name, None, None, f"the task id {_short(task_id)} has control characters"
+                prefix or name,
+                None,
+                None,
+                f"the task id {short_text(task_id)} has control characters",
             )
         )
     if "task.toml" in files:
@@ -905,7 +908,7 @@ def _json_lines(data: bytes, file: str, issues: list[FormatIssue]):
         if not text.strip():
             continue
         try:
-            value = json.loads(text, parse_constant=_reject_constant)
+            value = json.loads(text, parse_constant=reject_constant)
         except json.JSONDecodeError as exc:
             issues.append(
                 FormatIssue(file, line, None, f"not JSON: {exc.msg} at column {exc.colno}")
@@ -918,7 +921,7 @@ def _json_lines(data: bytes, file: str, issues: list[FormatIssue]):
             continue
         if not isinstance(value, dict):
             issues.append(
-                FormatIssue(file, line, None, f"not a JSON object: got {_json_type(value)}")
+                FormatIssue(file, line, None, f"not a JSON object: got {json_type(value)}")
             )
             yield line, None
             continue
@@ -927,8 +930,8 @@ def _json_lines(data: bytes, file: str, issues: list[FormatIssue]):
 
 def _short_json(value: Any) -> str:
     if isinstance(value, str):
-        return _short(value)
-    return _json_type(value)
+        return short_text(value)
+    return json_type(value)
 
 
 def _toml_type(value: Any) -> str:
@@ -937,7 +940,7 @@ def _toml_type(value: Any) -> str:
     if isinstance(value, int | float):
         return f"a number ({value})"
     if isinstance(value, str):
-        return f"a string ({_short(value)})"
+        return f"a string ({short_text(value)})"
     if isinstance(value, list):
         return "an array"
     if isinstance(value, dict):

@@ -1,7 +1,7 @@
 """Workflows for terminal tasks (Harbor and Terminal-Bench task folders): reading an upload of
 task folders, running a message's runs in Docker, and the terminal side of the analysis.
 
-services.py calls in here where a task set or a run is a terminal one; the Docker work itself is
+The other services call in here where a task set or a run is a terminal one; the Docker work itself is
 in workers/sandbox/terminal.py and the plain-data analysis in inspector/detect/terminal.py."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def terminal_parse(
     if samples_file is not None:
         data = samples_file.read(settings.UPLOAD_MAX_BYTES + 1)
         if len(data) > settings.UPLOAD_MAX_BYTES:
-            from inspector.services import ServiceError
+            from inspector.services.errors import ServiceError
 
             raise ServiceError(
                 f"{samples_name}: larger than the upload limit of {settings.UPLOAD_MAX_BYTES} bytes"
@@ -296,7 +296,7 @@ def _sandbox_error(reason: str) -> dict:
 def _terminal_runs_record(results: list[tuple[Run, dict]]) -> int:
     """Record outcomes in one transaction, guarded like the function runs' records so that a
     swept and re-queued run is never recorded twice."""
-    from inspector.services import inspection_progress
+    from inspector.services.lifecycle import inspection_progress
 
     finished = timezone.now()
     recorded: dict[int, int] = {}

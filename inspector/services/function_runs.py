@@ -1,0 +1,258 @@
+"""Executing function tasks' runs in a sandbox session and recording each outcome exactly once."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from inspector import enqueue
+from inspector.detect.probes import PROBES
+from inspector.models import (
+    Inspection,
+    Run,
+    Task,
+)
+from inspector.services import terminal as services_terminal
+from inspector.services.lifecycle import inspection_progress
+from workers.sandbox import Execution, Limits, Outcome, SandboxUnavailable, get_sandbox
+from workers.sandbox.session import FunctionSession, FunctionTask
+
+logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def sandbox_backend():
+    return get_sandbox(
+        settings.SANDBOX_BACKEND,
+        allow_unsandboxed=settings.SANDBOX_ALLOW_UNSANDBOXED,
+        python=settings.SANDBOX_PYTHON or None,
+        cgroups=settings.SANDBOX_CGROUPS,
+        cgroup_root=settings.SANDBOX_CGROUP_ROOT or None,
+    )
+
+
+def run_limits() -> Limits:
+    return Limits(
+        wall_seconds=settings.RUN_WALL_SECONDS,
+        memory_bytes=settings.RUN_MEMORY_MB * 1024 * 1024,
+        max_processes=settings.RUN_MAX_PROCESSES,
+        output_bytes=settings.RUN_OUTPUT_BYTES,
+        tail_bytes=settings.RUN_TAIL_BYTES,
+    )
+
+
+def run_completion(run: Run) -> str:
+    """The completion a run executes (for a behaviour run: the solution it observes)."""
+    if run.kind == Run.MUTANT or (run.kind == Run.BEHAVIOUR and run.probe.startswith("mutant:")):
+        return run.detail["completion"]
+    if run.kind == Run.SAMPLE or (run.kind == Run.BEHAVIOUR and run.sample_id):
+        return run.sample.completion
+    if run.kind == Run.PROBE:
+        return PROBES[run.probe]
+    return run.task.canonical_solution
+
+
+def _behaviour_execute(run: Run) -> Execution:
+    """Call the run's solution on the task's behaviour inputs in a one-off sandbox; the
+    analysis reads the behaviour vector from its stdout."""
+    from inspector.detect.behaviour import TAIL_BYTES, behaviour_program, wall_seconds
+
+    task = run.task
+    program = behaviour_program(
+        task.prompt,
+        run_completion(run),
+        task.entry_point,
+        task.behaviour_inputs,
+        per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
+        total_seconds=settings.BEHAVIOUR_TOTAL_SECONDS,
+        contract=(task.source or {}).get("contract") or "",
+    )
+    limits = run_limits()
+    limits = Limits(
+        wall_seconds=wall_seconds(
+            per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
+            total_seconds=settings.BEHAVIOUR_TOTAL_SECONDS,
+        ),
+        memory_bytes=limits.memory_bytes,
+        max_processes=limits.max_processes,
+        output_bytes=limits.output_bytes,
+        tail_bytes=max(limits.tail_bytes, TAIL_BYTES),
+    )
+    return sandbox_backend().run_python(program, limits=limits)
+
+
+def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
+    """Claim the queued runs among `run_ids`, execute them in turn in one sandbox session (a
+    clean fork per run) and record each outcome exactly once. Returns the runs this worker
+    executed; runs another worker holds (a redelivered message) are skipped."""
+    now = timezone.now()
+    # Claimed under a token of this call, so one query tells which runs are ours.
+    token = f"{worker[:180]}#{uuid.uuid4().hex[:12]}"
+    lease_span = timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
+    lease = now + lease_span
+    claimed = Run.objects.filter(pk__in=run_ids, status=Run.QUEUED).update(
+        status=Run.RUNNING,
+        attempts=F("attempts") + 1,
+        lease_expires_at=lease,
+        worker=token,
+        started_at=now,
+    )
+    if claimed < len(run_ids):
+        logger.info(
+            "%s of %s runs already claimed or finished, skipping them",
+            len(run_ids) - claimed,
+            len(run_ids),
+        )
+    runs = list(
+        Run.objects.filter(pk__in=run_ids, status=Run.RUNNING, worker=token)
+        .select_related("task", "sample", "inspection")
+        .order_by("repeat", "pk")
+    )
+    terminal = [run for run in runs if run.task.kind == Task.TERMINAL]
+    if terminal:
+        services_terminal.terminal_runs_execute(terminal, token=token)
+        runs_done = runs
+        runs = [run for run in runs if run.task.kind != Task.TERMINAL]
+        if not runs:
+            return runs_done
+    else:
+        runs_done = runs
+    tasks: dict[int, FunctionTask] = {}
+    failed: dict[int, str] = {}
+    session: FunctionSession | None = None
+    session_repeat = None
+    # Outcomes are written a few at a time: a commit per run cost as much as the run itself.
+    # A worker that dies loses only unwritten outcomes, whose runs its lease hands back.
+    pending: list[tuple[Run, Execution]] = []
+    flushed = time.monotonic()
+    try:
+        for index, run in enumerate(runs):
+            if pending and (len(pending) >= 20 or time.monotonic() - flushed > 0.5):
+                runs_record(pending)
+                pending, flushed = [], time.monotonic()
+            # The lease covers the runs still ahead: renewed while this worker lives, it runs
+            # out soon after it dies, and the sweeper re-queues what it held.
+            now = timezone.now()
+            if lease - now < lease_span / 2:
+                lease = now + lease_span
+                ahead = [r.pk for r in runs[index:]]
+                Run.objects.filter(pk__in=ahead, status=Run.RUNNING, worker=token).update(
+                    lease_expires_at=lease
+                )
+            if run.inspection.status == Inspection.FAILED or run.inspection_id in failed:
+                why = failed.get(run.inspection_id) or run.inspection.error
+                pending.append(
+                    (run, error_execution(f"inspection #{run.inspection_id} failed: {why}"))
+                )
+                continue
+            if run.kind == Run.BEHAVIOUR:
+                try:
+                    execution = _behaviour_execute(run)
+                except SandboxUnavailable as exc:
+                    execution = error_execution(f"sandbox unavailable: {exc}")
+                pending.append((run, execution))
+                continue
+            if run.task_id not in tasks:
+                t = run.task
+                tasks[run.task_id] = FunctionTask(
+                    prompt=t.prompt, test=t.test, entry_point=t.entry_point
+                )
+            if session is not None and run.repeat != session_repeat:
+                # Each repeat in a session of its own, so with a hash seed of its own.
+                session.close()
+                session = None
+            try:
+                if session is None:
+                    session, session_repeat = (
+                        sandbox_backend().session(limits=run_limits()),
+                        run.repeat,
+                    )
+                execution = session.run(run_completion(run), task=tasks[run.task_id])
+            except SandboxUnavailable as exc:
+                message = f"sandbox unavailable: {exc}"
+                logger.error("run %s of inspection %s: %s", run.pk, run.inspection_id, message)
+                Inspection.objects.filter(
+                    pk=run.inspection_id, status__in=(Inspection.QUEUED, Inspection.RUNNING)
+                ).update(status=Inspection.FAILED, error=message, finished_at=timezone.now())
+                failed[run.inspection_id] = message
+                pending.append((run, error_execution(message)))
+                continue
+            if (
+                execution.outcome == Outcome.SANDBOX_ERROR
+                and run.attempts < settings.RUN_MAX_ATTEMPTS
+            ):
+                logger.warning("run %s: sandbox error, retrying: %s", run.pk, execution.error)
+                if Run.objects.filter(pk=run.pk, status=Run.RUNNING, attempts=run.attempts).update(
+                    status=Run.QUEUED, error=execution.error[:2000]
+                ):
+                    enqueue.runs_requeue_after_commit([run.pk])
+                continue
+            pending.append((run, execution))
+    finally:
+        if session is not None:
+            session.close()
+        if pending:
+            runs_record(pending)
+    return runs_done
+
+
+def run_execute(*, run_id: int, worker: str = "") -> Run | None:
+    """One run, as runs_execute does it; None when another worker has it."""
+    runs = runs_execute(run_ids=[run_id], worker=worker)
+    return runs[0] if runs else None
+
+
+def runs_record(results: list[tuple[Run, Execution]]) -> int:
+    """Record outcomes in one transaction (one commit, not one per run); returns how many were
+    recorded. The attempts guard keeps a stale worker, whose run was swept and re-queued, from
+    overwriting the newer attempt's result."""
+    finished = timezone.now()
+    recorded: dict[int, int] = {}
+    with transaction.atomic():
+        for run, execution in results:
+            updated = Run.objects.filter(
+                pk=run.pk, status=Run.RUNNING, attempts=run.attempts
+            ).update(
+                status=Run.DONE,
+                outcome=str(execution.outcome),
+                exit_code=execution.exit_code,
+                duration=execution.duration,
+                stdout_tail=execution.stdout_tail,
+                stderr_tail=execution.stderr_tail,
+                error=execution.error[:2000],
+                finished_at=finished,
+                lease_expires_at=None,
+            )
+            if updated:
+                run.outcome = str(execution.outcome)
+                recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
+    for inspection_id, count in recorded.items():
+        inspection_progress(inspection_id, count)
+    return sum(recorded.values())
+
+
+def _run_record(run: Run, execution: Execution) -> None:
+    runs_record([(run, execution)])
+
+
+def error_execution(message: str) -> Execution:
+    return Execution(
+        outcome=Outcome.SANDBOX_ERROR,
+        exit_code=None,
+        duration=0.0,
+        stdout_tail="",
+        stderr_tail="",
+        error=message,
+    )
+
+
+def run_record_error(run: Run, message: str) -> None:
+    _run_record(run, error_execution(message))

@@ -1,0 +1,249 @@
+"""Starting an inspection (its runs, the deeper analysis's mutant and behaviour runs), dispatching
+its runs, and the scheduled re-inspections."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from inspector import enqueue
+from inspector.models import (
+    Inspection,
+    Run,
+    Sample,
+    Task,
+    TaskSet,
+    TaskSetVersion,
+)
+from inspector.services import terminal as services_terminal
+from inspector.services.errors import ServiceError
+
+logger = logging.getLogger(__name__)
+
+
+def inspection_config() -> dict:
+    return {
+        "reference_repeats": settings.INSPECT_REFERENCE_REPEATS,
+        "sample_repeats": settings.INSPECT_SAMPLE_REPEATS,
+        "probe_repeats": settings.INSPECT_PROBE_REPEATS,
+        "probes": list(settings.INSPECT_PROBES),
+        "sandbox_backend": settings.SANDBOX_BACKEND,
+        "wall_seconds": settings.RUN_WALL_SECONDS,
+        "memory_mb": settings.RUN_MEMORY_MB,
+        "max_processes": settings.RUN_MAX_PROCESSES,
+        "output_bytes": settings.RUN_OUTPUT_BYTES,
+        "mutants": settings.INSPECT_MUTANTS,
+        "behaviour": settings.INSPECT_BEHAVIOUR,
+        "terminal": {
+            "reference_repeats": settings.TERMINAL_REFERENCE_REPEATS,
+            "sample_repeats": settings.TERMINAL_SAMPLE_REPEATS,
+            "probe_repeats": settings.TERMINAL_PROBE_REPEATS,
+            "probes": list(settings.TERMINAL_PROBES),
+            "parallel": settings.TERMINAL_PARALLEL,
+        },
+    }
+
+
+@transaction.atomic
+def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> Inspection:
+    """Create every run of an inspection and hand them to the workers once committed.
+    `trigger` says why it runs ("scheduled"; empty: someone asked)."""
+    running = version.inspections.filter(
+        status__in=(Inspection.QUEUED, Inspection.RUNNING, Inspection.ANALYSING)
+    ).first()
+    if running is not None:
+        raise ServiceError(
+            f"Inspection #{running.pk} of {version} is still {running.status} "
+            f"({running.runs_done}/{running.runs_total} runs); wait for it to finish."
+        )
+    config = inspection_config()
+    if trigger:
+        config["trigger"] = trigger
+    terminal = version.tasks.filter(kind=Task.TERMINAL).exists()
+    if terminal:
+        config["mode"] = version.taskset.terminal_mode
+    inspection = Inspection.objects.create(version=version, created_by=by, config=config)
+    samples_of: dict[int, list[int]] = {}
+    for sample_pk, task_pk in Sample.objects.filter(task__version=version).values_list(
+        "pk", "task_id"
+    ):
+        samples_of.setdefault(task_pk, []).append(sample_pk)
+
+    if terminal:
+        term = config["terminal"]
+        plan = services_terminal.terminal_runs_plan(
+            mode=config["mode"],
+            probes=term["probes"],
+            repeats={"reference": term["reference_repeats"], "probe": term["probe_repeats"]},
+        )
+
+    def runs_of(task_pk: int) -> Iterator[Run]:
+        base = {"inspection": inspection, "task_id": task_pk}
+        if terminal:
+            for kind, probe, mode, repeat in plan:
+                yield Run(kind=kind, probe=probe, mode=mode, repeat=repeat, **base)
+            for sample_pk in samples_of.get(task_pk, ()):
+                for r in range(1, term["sample_repeats"] + 1):
+                    yield Run(
+                        kind=Run.SAMPLE, sample_id=sample_pk, mode=config["mode"], repeat=r, **base
+                    )
+            return
+        for r in range(1, config["reference_repeats"] + 1):
+            yield Run(kind=Run.REFERENCE, repeat=r, **base)
+        for sample_pk in samples_of.get(task_pk, ()):
+            for r in range(1, config["sample_repeats"] + 1):
+                yield Run(kind=Run.SAMPLE, sample_id=sample_pk, repeat=r, **base)
+        for probe in config["probes"]:
+            for r in range(1, config["probe_repeats"] + 1):
+                yield Run(kind=Run.PROBE, probe=probe, repeat=r, **base)
+        yield from deeper.get(task_pk, ())
+
+    deeper: dict[int, list[Run]] = {}
+    if not terminal and (config["mutants"] or config["behaviour"]):
+        deeper = _deeper_runs(inspection, version, config, samples_of)
+    task_pks = list(version.tasks.order_by("position").values_list("pk", flat=True))
+    batch: list[Run] = []
+    total = 0
+    for task_pk in task_pks:
+        batch.extend(runs_of(task_pk))
+        if len(batch) >= 5000:
+            Run.objects.bulk_create(batch)
+            total += len(batch)
+            batch = []
+    Run.objects.bulk_create(batch)
+    total += len(batch)
+    inspection.runs_total = total
+    inspection.save(update_fields=("runs_total",))
+    enqueue.inspection_dispatch_after_commit(inspection.pk)
+    logger.info("inspection %s of %s created with %s runs", inspection.pk, version, total)
+    return inspection
+
+
+def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]]:
+    """Per task: its mutants' check runs, and a behaviour run for the reference, each sample and
+    each mutant on the task's behaviour inputs (stored on the task)."""
+    from inspector.detect.behaviour import behaviour_inputs
+    from inspector.detect.mutants import generate_mutants
+
+    sample_ids = dict(Sample.objects.filter(task__version=version).values_list("pk", "sample_id"))
+    runs: dict[int, list[Run]] = {}
+    changed: list[Task] = []
+    for task in version.tasks.only(
+        "pk", "prompt", "canonical_solution", "test", "entry_point", "source"
+    ):
+        base = {"inspection": inspection, "task_id": task.pk, "repeat": 1}
+        mine: list[Run] = []
+        mutants = []
+        if config["mutants"]:
+            try:
+                mutants = generate_mutants(
+                    task.canonical_solution,
+                    prompt=task.prompt,
+                    entry_point=task.entry_point,
+                    limit=config["mutants"],
+                )
+            except (SyntaxError, ValueError) as exc:
+                logger.info("no mutants for %s: %s", task.task_id, exc)
+        for mutant in mutants:
+            mine.append(
+                Run(
+                    kind=Run.MUTANT,
+                    probe=mutant.mutant_id,
+                    detail={
+                        "completion": mutant.completion,
+                        "diff": mutant.diff,
+                        "description": mutant.description,
+                    },
+                    **base,
+                )
+            )
+        if config["behaviour"]:
+            try:
+                inputs = behaviour_inputs(
+                    task.test,
+                    task.entry_point,
+                    limit=settings.BEHAVIOUR_INPUTS,
+                    prompt=task.prompt,
+                    contract=bool((task.source or {}).get("contract")),
+                )
+            except (SyntaxError, ValueError):
+                inputs = []
+            task.behaviour_inputs = inputs
+            changed.append(task)
+            if inputs:
+                mine.append(Run(kind=Run.BEHAVIOUR, probe=Run.REFERENCE, **base))
+                for sample_pk in samples_of.get(task.pk, ()):
+                    mine.append(
+                        Run(
+                            kind=Run.BEHAVIOUR,
+                            probe=f"sample:{sample_ids[sample_pk]}",
+                            sample_id=sample_pk,
+                            **base,
+                        )
+                    )
+                for mutant in mutants:
+                    mine.append(
+                        Run(
+                            kind=Run.BEHAVIOUR,
+                            probe=f"mutant:{mutant.mutant_id}",
+                            detail={"completion": mutant.completion},
+                            **base,
+                        )
+                    )
+        runs[task.pk] = mine
+    Task.objects.bulk_update(changed, ("behaviour_inputs",), batch_size=1000)
+    return runs
+
+
+def inspection_dispatch(*, inspection_id: int) -> int:
+    """Send every queued run of the inspection to the sandbox queue; returns how many."""
+    now = timezone.now()
+    Inspection.objects.filter(pk=inspection_id, status=Inspection.QUEUED).update(
+        status=Inspection.RUNNING, started_at=now, updated_at=now
+    )
+    queued = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED)
+    terminal = Task.objects.filter(version__inspections=inspection_id, kind=Task.TERMINAL).exists()
+    if terminal:
+        # A task's runs together: its image is built once per message.
+        rows = queued.order_by("pk").values_list("pk", "task_id").iterator(chunk_size=5000)
+    else:
+        # Repeat by repeat: a task's repeats land in different messages, so in sessions with
+        # different hash seeds (see runs_execute).
+        rows = (
+            (pk, (repeat, task_id))
+            for pk, repeat, task_id in queued.order_by("repeat", "task_id", "pk")
+            .values_list("pk", "repeat", "task_id")
+            .iterator(chunk_size=5000)
+        )
+    sent = enqueue.runs_send(
+        rows,
+        per_message=settings.TERMINAL_RUNS_PER_MESSAGE if terminal else settings.RUNS_PER_MESSAGE,
+    )
+    logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
+    return sent
+
+
+def reinspect_due(*, now=None) -> list[Inspection]:
+    """Start a scheduled inspection of every active task set whose latest version was last
+    inspected longer ago than its re-inspection period (TaskSet.reinspect_every_hours). A set
+    never inspected, or with an inspection under way, is left alone."""
+    now = now or timezone.now()
+    started = []
+    for taskset in TaskSet.objects.filter(active=True).order_by("name"):
+        hours = taskset.reinspect_every_hours
+        version = taskset.latest_version()
+        if hours <= 0 or version is None:
+            continue
+        last = version.inspections.order_by("-pk").first()
+        if last is None or last.is_active or last.created_at > now - timedelta(hours=hours):
+            continue
+        try:
+            started.append(inspection_start(version=version, trigger="scheduled"))
+        except ServiceError as exc:  # one started in between
+            logger.info("scheduled inspection of %s skipped: %s", version, exc)
+    return started

@@ -1,0 +1,70 @@
+"""Worker and sandbox control: which workers answer, warming and closing a worker's sandbox,
+sweeping what dead workers left."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from inspector.services import terminal as services_terminal
+from inspector.services.function_runs import run_limits, sandbox_backend
+from workers.sandbox import SandboxUnavailable
+
+logger = logging.getLogger(__name__)
+
+
+def workers_alive(*, timeout: float = 1.0) -> list[str]:
+    """Names of the Celery workers answering a ping on the configured broker."""
+    from inspector.celery import app
+
+    # limit=1: one answer is enough to know the inspection will move; no need to wait it out.
+    replies = app.control.ping(timeout=timeout, limit=1) or []
+    return sorted(name for reply in replies for name in reply)
+
+
+def sandbox_warm() -> None:
+    """Start a worker process's sandboxes ahead of its first message, and load the analysis
+    (pandas takes most of a second) before an inspection waits for it."""
+    import inspector.detect.flags  # noqa: F401
+
+    if settings.SANDBOX_BACKEND == "docker":
+        try:
+            sandbox_backend().warm(run_limits())
+        except SandboxUnavailable as exc:
+            logger.error("cannot warm the sandbox pool: %s", exc)
+
+
+def sandbox_close() -> None:
+    """Remove what this worker process holds (its warm pool): pool processes exit without
+    running atexit hooks."""
+    if sandbox_backend.cache_info().currsize:
+        close = getattr(sandbox_backend(), "close", None)
+        if close is not None:
+            close()
+
+
+def sandbox_sweep() -> dict[str, int]:
+    """Remove what workers killed before they could clean up left behind on this machine:
+    local work folders, sandbox cgroups and Docker containers of worker processes that are
+    gone."""
+    from workers.sandbox import cgroups
+    from workers.sandbox.local import sweep_work_folders
+
+    swept = {"work_folders": sweep_work_folders()}
+    if settings.SANDBOX_CGROUPS != "off":
+        swept["cgroups"] = cgroups.sweep(cgroups.detect(settings.SANDBOX_CGROUP_ROOT or None))
+    try:
+        swept["terminal_containers"] = services_terminal.terminal_sweep()
+    except Exception as exc:  # noqa: BLE001 - no Docker engine here: nothing of ours to sweep
+        logger.info("no terminal containers swept: %s", exc)
+    if settings.SANDBOX_BACKEND == "docker":
+        from workers.sandbox.docker import sweep
+
+        try:
+            swept["containers"] = sweep()  # no pool of its own: the main process runs nothing
+        except SandboxUnavailable as exc:
+            logger.error("cannot sweep sandbox containers: %s", exc)
+    if any(swept.values()):
+        logger.warning("swept sandbox leftovers of dead workers: %s", swept)
+    return swept
