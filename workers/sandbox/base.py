@@ -21,7 +21,7 @@ _CHUNK = 1 << 16
 # Best effort, from what the run leaves behind: RLIMIT_AS turns most over-allocation into a
 # Python MemoryError (or a C library's ENOMEM message) on stderr; the kernel OOM killer shows
 # up as a SIGKILL that we did not send.
-_MEMORY_SIGNS = re.compile(r"^[\w.]*MemoryError\b|Cannot allocate memory|out of memory", re.M)
+MEMORY_SIGNS = re.compile(r"^[\w.]*MemoryError\b|Cannot allocate memory|out of memory", re.M)
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,7 @@ def classify(run: RawRun, limits: Limits, *, fault_prefixes: tuple[str, ...] = (
         return result(Outcome.PASSED)
     if code in (1, 126, 127) and fault_prefixes and err.startswith(fault_prefixes):
         return result(Outcome.SANDBOX_ERROR, err.strip())
-    if code == -signal.SIGKILL or _MEMORY_SIGNS.search(err):
+    if code == -signal.SIGKILL or MEMORY_SIGNS.search(err):
         return result(Outcome.OUT_OF_MEMORY, f"memory limit of {limits.memory_bytes} bytes")
     if code == -signal.SIGXCPU:
         return result(Outcome.TIMED_OUT, "CPU time limit reached")

@@ -62,6 +62,7 @@ from workers.sandbox.base import (
     classify,
 )
 from workers.sandbox.local import RUNNER_ENV
+from workers.sandbox.owners import OwnerLabels
 from workers.sandbox.runner import BOOTSTRAP
 from workers.sandbox.session import (
     RUNNER_SOURCE,
@@ -79,6 +80,7 @@ LABEL = "inspector.sandbox"
 WORKER_LABEL = "inspector.worker"  # "<host>:<pid>"
 STARTED_LABEL = "inspector.worker.started"  # the worker's start time (/proc/<pid>/stat field 22)
 PIDNS_LABEL = "inspector.worker.pidns"  # the worker's pid namespace (inode of /proc/self/ns/pid)
+OWNERS = OwnerLabels(LABEL, WORKER_LABEL, STARTED_LABEL, PIDNS_LABEL)
 NAME_PREFIX = "inspector-sbx-"
 UID = "65534:65534"
 WORK = "/work"
@@ -137,23 +139,6 @@ os._exit(_code if _code >= 0 else 128 - _code)
 
 def _frame(payload: bytes) -> bytes:
     return struct.pack(">I", len(payload)) + payload
-
-
-def _proc_start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    # Field 22, counting from the state (field 3) after the command's closing parenthesis.
-    return stat.rsplit(b")", 1)[1].split()[19].decode()
-
-
-def _pid_namespace() -> str:
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return ""
 
 
 @dataclass(frozen=True)
@@ -352,8 +337,7 @@ class DockerSandbox:
     def _init_process(self) -> None:
         """What belongs to this process (again in a forked child: nothing is shared)."""
         self._pid = os.getpid()
-        self._started = _proc_start_time(self._pid) or ""
-        self._pidns = _pid_namespace()
+        self._labels = OWNERS.for_process(self._pid)
         self._counter = itertools.count(1)
         self._cond = threading.Condition()
         self._pools: dict[_Key, deque[_Box]] = {}
@@ -389,14 +373,6 @@ class DockerSandbox:
             ) from None
         except (DockerException, OSError) as exc:
             raise SandboxUnavailable(f"cannot inspect the image {self.image!r}: {exc}") from None
-
-    def _labels(self) -> dict[str, str]:
-        return {
-            LABEL: "1",
-            WORKER_LABEL: f"{self._host}:{self._pid}",
-            STARTED_LABEL: self._started,
-            PIDNS_LABEL: self._pidns,
-        }
 
     def _host_config(self, api, key: _Key) -> dict:
         return api.create_host_config(
@@ -438,7 +414,7 @@ class DockerSandbox:
                     environment=dict(RUNNER_ENV),
                     working_dir=WORK,
                     stdin_open=True,  # with detach=False: StdinOnce, stdin ends with our stream
-                    labels=self._labels(),
+                    labels=dict(self._labels),
                     host_config=self._host_config(api, key),
                 )
                 break
@@ -758,37 +734,18 @@ def sweep(older_than_seconds: float = 0, *, all_of_this_host: bool = False, api=
             api = docker.from_env(timeout=API_TIMEOUT).api
         except (DockerException, OSError) as exc:
             raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from None
-    host, me = socket.gethostname(), os.getpid()
-    my_start, my_pidns = _proc_start_time(me), _pid_namespace()
-    removed = 0
-    now = time.time()
     try:
         listed = api.containers(all=True, filters={"label": f"{LABEL}=1"})
     except (DockerException, OSError) as exc:
         raise SandboxUnavailable(f"cannot list the sandbox containers: {exc}") from None
-    for info in listed:
-        labels = info.get("Labels") or {}
-        owner_host, _, pid_text = labels.get(WORKER_LABEL, "").rpartition(":")
-        if owner_host != host or not pid_text.isdigit():
-            continue
-        if now - info.get("Created", now) < older_than_seconds:
-            continue
-        pid = int(pid_text)
-        if pid == me and labels.get(STARTED_LABEL) == my_start:
-            continue  # this process's: DockerSandbox.close() removes them
-        if not all_of_this_host:
-            if labels.get(PIDNS_LABEL) != my_pidns:
-                continue  # a worker of another pid namespace: its pid means nothing here
-            started = _proc_start_time(pid)
-            if started is not None and started == labels.get(STARTED_LABEL, started):
-                continue  # its worker is alive
-        try:
-            api.remove_container(info["Id"], force=True)
-            removed += 1
-        except NotFound:
-            pass
-        except (DockerException, OSError) as exc:
-            logger.warning("sweep: could not remove container %s: %s", info["Id"][:12], exc)
+    removed = OWNERS.sweep(
+        api,
+        listed,
+        older_than_seconds=older_than_seconds,
+        all_of_this_host=all_of_this_host,
+        own_too=False,  # this process's: DockerSandbox.close() removes them
+        errors=(DockerException, OSError),
+    )
     if removed:
         logger.info("sweep: removed %d sandbox container(s) of gone workers", removed)
     return removed

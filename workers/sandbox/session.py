@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from workers.sandbox import runner
-from workers.sandbox.base import _MEMORY_SIGNS, Execution, Limits, Outcome
+from workers.sandbox.base import MEMORY_SIGNS, Execution, Limits, Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -400,7 +400,7 @@ class FunctionSession:
             # operation refused on a handle. The status is the check's runner's own; the reason
             # is the last line its child wrote.
             outcome, error = Outcome.FAILED, _boundary_reason(check_err)
-        elif _MEMORY_SIGNS.search(check_err) or _MEMORY_SIGNS.search(solution_err):
+        elif MEMORY_SIGNS.search(check_err) or MEMORY_SIGNS.search(solution_err):
             outcome, error = (
                 Outcome.OUT_OF_MEMORY,
                 f"memory limit of {self.limits.memory_bytes} bytes",

@@ -61,7 +61,7 @@ from requests.exceptions import RequestException
 from urllib3.exceptions import HTTPError as UrllibError
 
 from workers.sandbox.base import SandboxUnavailable
-from workers.sandbox.docker import _pid_namespace, _proc_start_time  # container owners
+from workers.sandbox.owners import OwnerLabels
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ RUN_LABEL = "inspector.run"
 OWNER_LABEL = "inspector.run.owner"  # "<host>:<pid>"
 STARTED_LABEL = "inspector.run.started"  # the owner's start time (/proc/<pid>/stat field 22)
 PIDNS_LABEL = "inspector.run.pidns"  # the owner's pid namespace
+OWNERS = OwnerLabels(RUN_LABEL, OWNER_LABEL, STARTED_LABEL, PIDNS_LABEL)
 API_TIMEOUT = 60
 BUILD_LOG_BYTES = 16 * 1024
 GUARD_GRACE_SECONDS = 3.0  # the outer guard kills a container this long after a stage's limit
@@ -339,13 +340,7 @@ class TerminalExecutor:
         self._build_locks: dict[str, threading.Lock] = {}
         self._failed: dict[str, tuple[float, BuildResult]] = {}
         self._images: dict[str, str] = {}  # tag -> WORKDIR, for our content-hashed tags
-        host = socket.gethostname()
-        self._labels = {
-            RUN_LABEL: "1",
-            OWNER_LABEL: f"{host}:{self._pid}",
-            STARTED_LABEL: _proc_start_time(self._pid) or "",
-            PIDNS_LABEL: _pid_namespace(),
-        }
+        self._labels = OWNERS.for_process(self._pid)
 
     def _check_fork(self) -> None:
         if self._pid != os.getpid():
@@ -970,37 +965,21 @@ class TerminalExecutor:
         those of this host's gone processes (same pid namespace). With `all_of_this_host`,
         those of live processes of this host too (for a machine where no other worker runs).
         Returns how many were removed."""
-        api = self.api
-        host = socket.gethostname()
-        me = os.getpid()
-        my_pidns = _pid_namespace()
-        now = time.time()
-        removed = 0
-        for info in api.containers(all=True, filters={"label": f"{RUN_LABEL}=1"}):
-            labels = info.get("Labels") or {}
+
+        def in_use(container_id: str) -> bool:
             with _ACTIVE_LOCK:
-                if info["Id"] in _ACTIVE:
-                    continue  # a run of this process is using it
-            if now - info.get("Created", now) < older_than_seconds:
-                continue
-            owner_host, _, pid_text = labels.get(OWNER_LABEL, "").rpartition(":")
-            if owner_host != host or not pid_text.isdigit():
-                continue
-            pid = int(pid_text)
-            if not all_of_this_host and pid != me:
-                if labels.get(PIDNS_LABEL) != my_pidns:
-                    continue
-                started = _proc_start_time(pid)
-                if started is not None and started == labels.get(STARTED_LABEL, started):
-                    continue  # its process is alive
-            try:
-                api.remove_container(info["Id"], force=True)
-                removed += 1
-            except NotFound:
-                pass
-            except _ENGINE_ERRORS as exc:
-                logger.warning("sweep: could not remove %s: %s", info["Id"][:12], exc)
-        return removed
+                return container_id in _ACTIVE  # a run of this process is using it
+
+        api = self.api
+        return OWNERS.sweep(
+            api,
+            api.containers(all=True, filters={"label": f"{RUN_LABEL}=1"}),
+            older_than_seconds=older_than_seconds,
+            all_of_this_host=all_of_this_host,
+            own_too=True,
+            errors=_ENGINE_ERRORS,
+            in_use=in_use,
+        )
 
 
 class _Helper(threading.Thread):
