@@ -34,9 +34,9 @@ import ast
 import functools
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -624,8 +624,8 @@ def behaviour_inputs(
 
 @functools.cache
 def _host_canon() -> dict[str, Any]:
-    namespace: dict[str, Any] = {"_re": re, "_hashlib": hashlib}
-    exec(_CANON_SOURCE, namespace)  # the project's own code (below), on literal values only
+    namespace: dict[str, Any] = {}
+    exec(_CANON_SOURCE, namespace)  # behaviour_canon.py, the program's own, on literal values
     return namespace
 
 
@@ -634,291 +634,12 @@ def value_digest(value: Any) -> str:
     return _host_canon()["_digest"](value)
 
 
-# The canonical text of a result and its digest: in the behaviour program, and on the host for the
-# prompt's expected values (`value_digest`), so that both digest alike.
-_CANON_SOURCE = r"""
-_ADDRESS = _re.compile(r" at 0x[0-9a-fA-F]+")
-_CANON_LIMIT = 1 << 20
-
-
-def _number(value):
-    if value != value:
-        return "nan"
-    if value in (float("inf"), float("-inf")):
-        return repr(value)
-    if value == int(value) and abs(value) < 2**63:
-        return str(int(value))
-    return format(value, ".10g")
-
-
-def _canon(value, out, budget, stack, depth):
-    # Appends the canonical text of `value` to `out`, within `budget[0]` characters.
-    if budget[0] <= 0:
-        return
-    kind = type(value)
-    if value is None:
-        piece = "N"
-    elif kind is bool or kind is int:
-        try:
-            piece = "n" + str(int(value))
-        except ValueError:  # more digits than int-to-str allows
-            piece = "n" + hex(int(value))
-    elif kind is float:
-        piece = "n" + _number(value)
-    elif kind is complex:
-        if value.imag == 0:
-            piece = "n" + _number(value.real)
-        else:
-            piece = "c" + _number(value.real) + "," + _number(value.imag)
-    elif kind is str:
-        piece = "s" + repr(value)
-    elif kind is bytes or kind is bytearray:
-        piece = "b" + repr(bytes(value))
-    elif kind in (list, tuple, dict, set, frozenset):
-        if id(value) in stack:
-            piece = "<cycle>"
-        elif depth > 100:
-            piece = "<deep>"
-        else:
-            stack.add(id(value))
-            try:
-                if kind is dict or kind is set or kind is frozenset:
-                    pairs = value.items() if kind is dict else ((item, None) for item in value)
-                    items = []
-                    for key, item in pairs:
-                        parts = []
-                        _canon(key, parts, budget, stack, depth + 1)
-                        if kind is dict:
-                            parts.append(":")
-                            _canon(item, parts, budget, stack, depth + 1)
-                        items.append("".join(parts))
-                        if budget[0] <= 0:
-                            break
-                    items.sort()
-                    opening = "{" if kind is dict else "S{"
-                    piece = opening + ",".join(items) + "}"
-                else:
-                    parts = []
-                    for item in value:
-                        _canon(item, parts, budget, stack, depth + 1)
-                        parts.append(",")
-                        if budget[0] <= 0:
-                            break
-                    if kind is list:
-                        piece = "[" + "".join(parts) + "]"
-                    else:
-                        piece = "(" + "".join(parts) + ")"
-            finally:
-                stack.discard(id(value))
-    else:
-        piece = "o" + type(value).__qualname__ + ":" + _ADDRESS.sub("", repr(value))[:10000]
-    budget[0] -= len(piece) if kind not in (list, tuple, dict, set, frozenset) else 2
-    out.append(piece)
-
-
-def _digest(value):
-    out = []
-    _canon(value, out, [_CANON_LIMIT], set(), 0)
-    text = "".join(out)
-    return _hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-"""
-
 # --- The program ---------------------------------------------------------------------------------
 
-# Runs inside the sandbox: standard library only, nothing of the project. The constants before
-# it are written by `behaviour_program`. The solution is executed in a namespace of its own, so
-# it cannot overwrite these helpers; its output is discarded; the result line is written with
-# os.write and the process ends with os._exit, so neither the solution's buffered output nor its
-# atexit handlers nor its threads come after it.
-_PROGRAM_BODY = (
-    r"""
-import ast as _ast
-import copy as _copy
-import hashlib as _hashlib
-import json as _json
-import os as _os
-import re as _re
-import signal as _signal
-import sys as _sys
-import time as _time
-
-
-class _Timeout(BaseException):
-    pass
-
-
-class _Discard:
-    def write(self, text):
-        return len(text)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
-
-
-def _on_alarm(signum, frame):
-    raise _Timeout()
-
-
-def _arm(seconds):
-    _signal.signal(_signal.SIGALRM, _on_alarm)
-    _signal.setitimer(_signal.ITIMER_REAL, seconds)
-
-
-def _disarm():
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
-
-
-def _parse(text):
-    call = _ast.parse("_(" + text + ")", mode="eval").body
-    args = tuple(_ast.literal_eval(arg) for arg in call.args)
-    kwargs = {kw.arg: _ast.literal_eval(kw.value) for kw in call.keywords}
-    return args, kwargs
-
-
-"""
-    + _CANON_SOURCE
-    + r"""
-
-def _shown(text):
-    text = _ADDRESS.sub("", text).replace("\n", "\\n").replace("\r", "\\r")
-    return text if len(text) <= _REPR_CHARS else text[: _REPR_CHARS - 1] + "\u2026"
-
-
-def _outside_contract(parsed):
-    # The task's contract (the entry point's signature and docstring with asserts on its
-    # arguments, as HumanEval+ ships them) runs before the solution is defined, so the
-    # solution cannot change it; inputs it refuses are skipped: outside the task's domain.
-    guard_namespace = {"__name__": "__contract__", "__builtins__": __builtins__}
-    try:
-        _arm(_DEFINE_SECONDS)
-        try:
-            exec(compile(_CONTRACT, "contract.py", "exec"), guard_namespace)
-        finally:
-            _disarm()
-    except BaseException:
-        return 0
-    guard = guard_namespace.get(_ENTRY_POINT)
-    if not callable(guard):
-        return 0
-    outside = 0
-    for position, arguments in enumerate(parsed):
-        if arguments is None:
-            continue
-        try:
-            args, kwargs = _copy.deepcopy(arguments)
-            _arm(_PER_CALL_SECONDS)
-            try:
-                guard(*args, **kwargs)
-            finally:
-                _disarm()
-        except BaseException:
-            parsed[position] = None
-            outside += 1
-    return outside
-
-
-def _main():
-    started = _time.monotonic()
-    parsed = []
-    for text in _INPUTS:
-        try:
-            parsed.append(_parse(text))
-        except BaseException:
-            parsed.append(None)
-    real_stdout = _sys.stdout
-    _sys.stdout = _Discard()
-    outside = _outside_contract(parsed) if _CONTRACT else 0
-    digests, reprs, error = [], [], ""
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    function = None
-    try:
-        _arm(_DEFINE_SECONDS)
-        try:
-            exec(compile(_SOURCE, "solution.py", "exec"), namespace)
-        finally:
-            _disarm()
-        function = namespace.get(_ENTRY_POINT)
-        if not callable(function):
-            raise NameError("name %r is not defined" % _ENTRY_POINT)
-    except BaseException as exc:
-        kind = "timeout" if isinstance(exc, _Timeout) else type(exc).__name__
-        error = kind + ": " + str(exc)[:200]
-        digests = ["!" + kind[:24]] * len(_INPUTS)
-        reprs = [None] * len(_INPUTS)
-        function = None
-    calls = 0.0
-    timeouts = 0
-    if function is not None:
-        for position, arguments in enumerate(parsed):
-            keep = position < _MAX_REPRS
-            if arguments is None:
-                digests.append("~skipped")
-                reprs.append(None)
-                continue
-            if timeouts >= _MAX_TIMEOUTS or _time.monotonic() - started > _TOTAL_SECONDS:
-                digests.append("~skipped")
-                reprs.append(None)
-                continue
-            shown = None
-            began = _time.monotonic()
-            try:
-                args, kwargs = _copy.deepcopy(arguments)
-                _arm(_PER_CALL_SECONDS)
-                try:
-                    result = function(*args, **kwargs)
-                    digest = _digest(result)
-                    if keep:
-                        try:
-                            shown = _shown(repr(result))
-                        except _Timeout:
-                            raise
-                        except BaseException as exc:
-                            shown = "<repr raised " + type(exc).__name__ + ">"
-                finally:
-                    _disarm()
-            except _Timeout:
-                digest = "~timeout"
-                timeouts += 1
-                shown = "timed out" if keep else None
-            except BaseException as exc:
-                digest = "!" + type(exc).__name__[:24]
-                if keep:
-                    try:
-                        shown = _shown("raised " + type(exc).__name__ + ": " + str(exc))
-                    except BaseException:
-                        shown = "raised " + type(exc).__name__
-            calls += _time.monotonic() - began
-            digests.append(digest)
-            reprs.append(shown)
-    _sys.stdout = real_stdout
-    report = {"v": 1, "key": _KEY, "d": digests, "r": [], "t": round(calls, 4), "e": error}
-    if outside:
-        report["o"] = outside
-    line = _json.dumps(report, separators=(",", ":"))
-    for shown in reprs[:_MAX_REPRS]:
-        report["r"].append("" if shown is None else shown)  # "": not kept (a repr never is "")
-        candidate = _json.dumps(report, separators=(",", ":"))
-        if len(candidate) > _OUTPUT_BUDGET:
-            report["r"].pop()
-            break
-        line = candidate
-    data = ("\n" + _MARKER + line + "\n").encode("ascii")
-    while data:
-        try:
-            data = data[_os.write(1, data):]
-        except InterruptedError:
-            continue
-        except OSError:
-            break
-    _os._exit(0)
-
-
-_main()
-"""
-)
+_HERE = Path(__file__).resolve().parent
+_CANON_SOURCE = (_HERE / "behaviour_canon.py").read_text()
+# Runs inside the sandbox (see behaviour_program.py): its constants are written before it.
+_PROGRAM_BODY = (_HERE / "behaviour_program.py").read_text().replace("# @@CANON@@\n", _CANON_SOURCE)
 
 
 def behaviour_program(
