@@ -1,24 +1,19 @@
-"""Shared fixtures: personas, task-set builders, an eager Celery for in-process inspections, and
-a real Celery worker process for the end-to-end tests."""
+"""Shared fixtures: personas, a task-set importer, an eager Celery for in-process inspections,
+and real Celery worker processes for the end-to-end tests. The builders they use are in
+tests/builders.py, the worker process in tests/worker_process.py."""
 
 from __future__ import annotations
 
-import contextlib
 import io
-import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
+from tests.worker_process import WorkerProcess, database_url
+
 PRODUCTION = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 
 
@@ -33,69 +28,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-# --- Task sets -----------------------------------------------------------------------------------
-
-
-def task(task_id: str, *, body: str, test: str, entry_point: str = "f", **extra) -> dict:
-    return {
-        "task_id": task_id,
-        "prompt": f'def {entry_point}(x):\n    """{task_id}"""\n',
-        "canonical_solution": body,
-        "test": test,
-        "entry_point": entry_point,
-        **extra,
-    }
-
-
-# One task per planted defect, plus a clean one. The flaky check fails half of the time.
-PLANTED_TASKS = [
-    task(
-        "planted/clean",
-        body="    return x + 1\n",
-        test="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(5) == 6\n",
-    ),
-    task(
-        "planted/unsolvable",
-        body="    return x + 1\n",
-        test="def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(1) == 3\n",
-    ),
-    task(
-        "planted/mislabeled",
-        body="    return x - 1\n",
-        test="def check(candidate):\n    assert candidate(1) == 2\n",
-    ),
-    task(
-        "planted/flaky",
-        body="    return x * 2\n",
-        test="import random\n\ndef check(candidate):\n    assert candidate(2) == 4\n"
-        "    assert random.random() < 0.5\n",
-    ),
-    task(
-        "planted/hackable", body="    return x\n", test="def check(candidate):\n    candidate(3)\n"
-    ),
-]
-PLANTED_SAMPLES = [
-    {"task_id": "planted/clean", "completion": "    return 1 + x\n", "sample_id": "good"},
-    {"task_id": "planted/clean", "completion": "    return x\n", "sample_id": "wrong"},
-    {"task_id": "planted/unsolvable", "completion": "    return 2\n"},
-    {"task_id": "planted/mislabeled", "completion": "    return x + 1\n"},
-    {"task_id": "planted/hackable", "completion": "    return x\n"},
-    {"task_id": "planted/flaky", "completion": "    return 2 * x\n"},
-    {"task_id": "planted/flaky", "completion": "    return x + x\n"},
-]
-PLANTED_FLAGS = {
-    "planted/clean": [],
-    "planted/unsolvable": ["unsolvable"],
-    "planted/mislabeled": ["mislabeled"],
-    "planted/flaky": ["flaky"],
-    "planted/hackable": ["reward_hackable"],
-}
-
-
-def jsonl(rows: list[dict]) -> bytes:
-    return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
 @pytest.fixture
@@ -199,78 +131,6 @@ def inspect_now(eager_celery, django_capture_on_commit_callbacks):
         return inspection
 
     return do
-
-
-def database_url() -> str:
-    """The URL of the database this test run uses, for a worker process to share it."""
-    s = connection.settings_dict
-    if s["ENGINE"] == "django.db.backends.postgresql":
-        host = s.get("HOST") or "127.0.0.1"
-        port = s.get("PORT") or 5432
-        user = s.get("USER") or "postgres"
-        return f"postgres://{user}@{host}:{port}/{s['NAME']}"
-    return f"sqlite:///{s['NAME']}"
-
-
-class WorkerProcess:
-    def __init__(self, env: dict[str, str], name: str) -> None:
-        self.env = env
-        self.name = name
-        self.proc: subprocess.Popen | None = None
-        self.log = Path(env["INSPECTOR_DATA_DIR"]) / f"worker-{name}.log"
-
-    def start(self) -> WorkerProcess:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "inspector",
-                "worker",
-                "-c",
-                "2",
-                "-n",
-                f"{self.name}@%h",
-                "--loglevel=INFO",
-                "--without-mingle",
-                "--without-gossip",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=self.log.open("ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        return self
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        from inspector import services
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited: {self.log.read_text()[-3000:]}")
-            if any(n.startswith(self.name + "@") for n in services.workers_alive(timeout=1.0)):
-                return
-        raise RuntimeError(f"worker not ready after {timeout} s: {self.log.read_text()[-3000:]}")
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        # SIGTERM to the main process only: a warm shutdown. Pool children that get SIGTERM
-        # themselves die mid-task and can leave the main process waiting for them.
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
 
 
 @pytest.fixture

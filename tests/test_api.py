@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from inspector.models import ApiToken, ReviewEvent, Task, TaskSet
-from tests.conftest import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
+from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
 
 pytestmark = pytest.mark.django_db
 

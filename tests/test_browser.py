@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from inspector import services
 from inspector.models import Inspection, Task
-from tests.conftest import ROOT, task
+from tests.builders import ROOT, task
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -176,7 +176,7 @@ def test_a_reviewer_filters_the_queue_triages_with_the_keyboard_and_bulk_quarant
 def test_an_admin_uploads_a_set_watches_its_inspection_finish_and_downloads_the_manifest(
     browser, live_server, lead, reviewer, start_worker, tmp_path, settings
 ):
-    from tests.conftest import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
+    from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
 
     start_worker(
         "browser",

@@ -19,7 +19,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from inspector import charts
 from inspector.models import Flag, Inspection, Run, Task
 from tests import test_browser
-from tests.conftest import PLANTED_SAMPLES, PLANTED_TASKS
+from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS
 
 pytestmark = pytest.mark.django_db
 

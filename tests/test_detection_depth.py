@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from inspector import services
 from inspector.models import Flag, Run, Task
-from tests.conftest import task
+from tests.builders import task
 
 pytestmark = pytest.mark.django_db
 

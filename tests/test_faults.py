@@ -22,7 +22,7 @@ import pytest
 
 from inspector import services
 from inspector.models import ApiToken, Inspection, Run, Task, TaskSet, TaskSetVersion
-from tests.conftest import PLANTED_SAMPLES, PLANTED_TASKS, ROOT, jsonl, task
+from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, ROOT, jsonl, task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from inspector import services
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.models import Sample, Task, TaskSet, TaskSetVersion
-from tests.conftest import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
+from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
 
 pytestmark = pytest.mark.django_db
 

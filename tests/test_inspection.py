@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from inspector import services
 from inspector.models import Flag, Inspection, Run, Task
-from tests.conftest import PLANTED_FLAGS, task
+from tests.builders import PLANTED_FLAGS, task
 
 pytestmark = pytest.mark.django_db
 

@@ -117,7 +117,7 @@ def test_an_admin_sets_a_sets_schedule_and_a_reviewer_cannot(
 def test_a_new_version_keeps_the_review_of_each_task_id(
     import_taskset, lead, lead_client, eager_celery, django_capture_on_commit_callbacks
 ):
-    from tests.conftest import PLANTED_TASKS
+    from tests.builders import PLANTED_TASKS
 
     import_taskset()
     v1 = {t.task_id: t for t in Task.objects.all()}

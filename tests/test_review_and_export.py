@@ -146,7 +146,7 @@ def test_state_changes_refuse_get_and_requests_without_the_csrf_token(inspected,
 
 
 def test_uploaded_html_is_shown_escaped(reviewer_client, import_taskset):
-    from tests.conftest import task
+    from tests.builders import task
 
     version = import_taskset(
         name="xss",
@@ -226,7 +226,7 @@ def test_the_report_has_a_line_per_task_with_flags_status_and_stats(inspected, t
 
 
 def test_a_task_without_samples_has_no_sample_pass_rate(import_taskset, inspect_now):
-    from tests.conftest import task
+    from tests.builders import task
 
     inspect_now(
         import_taskset(
@@ -255,7 +255,7 @@ def test_the_task_set_page_shows_progress_flag_counts_and_the_chart(reviewer_cli
 def test_the_task_page_highlights_code_and_keeps_uploaded_html_inert(
     reviewer_client, import_taskset
 ):
-    from tests.conftest import PLANTED_TASKS
+    from tests.builders import PLANTED_TASKS
 
     hostile = dict(PLANTED_TASKS[0])
     hostile["canonical_solution"] = "    return '<script>alert(1)</script>'\n"

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from inspector.models import Flag, ReviewEvent, SavedFilter, Task
-from tests.conftest import task
+from tests.builders import task
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from django.test import Client
 
 from inspector import services
 from inspector.models import Inspection, Run, Task
-from tests.conftest import PLANTED_FLAGS, task
+from tests.builders import PLANTED_FLAGS, task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,0 +1,87 @@
+"""A real Celery worker process for the end-to-end tests, sharing the test run's database."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.db import connection
+
+from tests.builders import ROOT
+
+
+def database_url() -> str:
+    """The URL of the database this test run uses, for a worker process to share it."""
+    s = connection.settings_dict
+    if s["ENGINE"] == "django.db.backends.postgresql":
+        host = s.get("HOST") or "127.0.0.1"
+        port = s.get("PORT") or 5432
+        user = s.get("USER") or "postgres"
+        return f"postgres://{user}@{host}:{port}/{s['NAME']}"
+    return f"sqlite:///{s['NAME']}"
+
+
+class WorkerProcess:
+    def __init__(self, env: dict[str, str], name: str) -> None:
+        self.env = env
+        self.name = name
+        self.proc: subprocess.Popen | None = None
+        self.log = Path(env["INSPECTOR_DATA_DIR"]) / f"worker-{name}.log"
+
+    def start(self) -> WorkerProcess:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "inspector",
+                "worker",
+                "-c",
+                "2",
+                "-n",
+                f"{self.name}@%h",
+                "--loglevel=INFO",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        from inspector import services
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited: {self.log.read_text()[-3000:]}")
+            if any(n.startswith(self.name + "@") for n in services.workers_alive(timeout=1.0)):
+                return
+        raise RuntimeError(f"worker not ready after {timeout} s: {self.log.read_text()[-3000:]}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        # SIGTERM to the main process only: a warm shutdown. Pool children that get SIGTERM
+        # themselves die mid-task and can leave the main process waiting for them.
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
