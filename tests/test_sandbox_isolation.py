@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from dataclasses import replace
 
 # The hostile suite's fixtures: `sandbox`, a backend that has shown it is confined, and `token`,
 # a name whose traces on the host are looked for and removed. Imported, so tests that take
@@ -753,4 +754,145 @@ def test_children_a_run_gives_the_zygote_are_reaped_before_the_next_run(
         program = sandbox.run_python("print('hi')", limits=SCAN_LIMITS)
         assert program.passed and "hi" in program.stdout_tail, describe(program)
         assert session.run(HONEST).passed
+    assert_host_untouched(sandbox, token)
+
+
+# --- A third outside attack: what the clean-up cannot see, or not in time -------------------
+
+SEES = FunctionTask(
+    'def sees():\n    """Whether an earlier run left something behind."""\n',
+    "def check(candidate):\n    assert candidate() is True\n",
+    "sees",
+)
+
+# TCP connections left waiting to close (60 s) and an abstract unix socket whose only reference
+# is in flight: kernel state no process holds, listed in /proc/net for any later run to read.
+_LEAVE_SOCKETS = """
+    import array, socket
+    if _HX_CONFINED and not getattr(socket, "_hx_left", False):  # the check calls twice
+        socket._hx_left = True
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 4242))
+        listener.listen(8)
+        for i in range(3):
+            client = socket.socket()
+            client.bind((f"127.0.{i}.9", 0))
+            client.connect(("127.0.0.1", 4242))
+            accepted, _ = listener.accept()
+            client.close()
+            accepted.close()
+        note = socket.socket(socket.AF_UNIX)
+        note.bind(b"\\0note-left-by-an-earlier-run")
+        note.listen(1)
+        p, q = socket.socketpair()
+        fds = array.array("i", [note.fileno(), p.fileno(), q.fileno()])
+        p.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    return a + b
+"""
+
+_LOOK_FOR_SOCKETS = """
+    if not _HX_CONFINED:
+        return None
+    waiting = [line for line in open("/proc/net/tcp").read().splitlines()[1:]
+               if line.split()[3] == "06"]
+    note = [line for line in open("/proc/net/unix") if "@note-left" in line]
+    print("HX", [len(waiting), len(note)], flush=True)
+    return bool(waiting or note)
+"""
+
+
+def test_sockets_no_process_holds_do_not_reach_the_next_run(sandbox, token: str) -> None:
+    with sandbox.session(limits=SCAN_LIMITS) as session:
+        assert session.run(hostile(token, _LEAVE_SOCKETS), task=TASK).passed
+        reader = session.run(hostile(token, _LOOK_FOR_SOCKETS), task=SEES)
+        assert not reader.passed, f"the next run found the sockets: {describe(reader)}"
+        assert report(reader) == [0, 0]
+        assert session.run(HONEST, task=TASK).passed
+    assert_host_untouched(sandbox, token)
+
+
+# Socket buffers filled, then every socket sent in flight through one that is itself in flight:
+# no process holds them, and their memory stayed charged to the sandbox for the whole session.
+_PIN_MEMORY = """
+    import array, socket
+    if _HX_CONFINED and not getattr(socket, "_hx_pinned", False):  # the check calls twice
+        socket._hx_pinned = True
+        keep, total = [], 0
+        while total < (180 << 20):
+            x, y = socket.socketpair()
+            x.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+            x.setblocking(False)
+            try:
+                while True:
+                    total += x.send(b"\\xaa" * 65536)
+            except (BlockingIOError, OSError):
+                pass
+            keep += [x, y]
+        p, q = socket.socketpair()
+        fds = [s.fileno() for s in keep] + [p.fileno(), q.fileno()]
+        for i in range(0, len(fds), 250):
+            chunk = array.array("i", fds[i : i + 250])
+            p.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, chunk)])
+    return a + b
+"""
+
+NEEDS_MEMORY = FunctionTask(
+    'def total(n):\n    """The sum of the list [0, 1, ..., n-1]."""\n',
+    "def check(candidate):\n    assert candidate(2_000_000) == 1999999000000\n",
+    "total",
+)
+
+
+def test_memory_a_run_left_in_flight_is_freed_before_the_next_run(sandbox, token: str) -> None:
+    with sandbox.session(limits=SCAN_LIMITS) as session:
+        honest = "    xs = list(range(n))\n    return sum(xs)\n"
+        assert session.run(honest, task=NEEDS_MEMORY).passed  # fits the limit on its own
+        session.run(hostile(token, _PIN_MEMORY), task=TASK)
+        after = session.run(honest, task=NEEDS_MEMORY)
+        assert after.passed, f"the pinned memory reached the next run: {describe(after)}"
+    assert_host_untouched(sandbox, token)
+
+
+# A folder made read-only two levels down (it could not be moved up), and hundreds of
+# thousands of empty folders (emptying them took seven times as long as making them, on the next
+# run's clock).
+_READ_ONLY_BELOW = """
+    import os
+    if _HX_CONFINED and not os.path.exists("/tmp/a"):  # the check calls twice
+        os.makedirs("/tmp/a/b/c")
+        os.chmod("/tmp/a/b", 0o500)
+    return a + b
+"""
+
+_MANY_FOLDERS = """
+    import os, time
+    if _HX_CONFINED and not os.path.exists("/tmp/d"):  # the check calls twice
+        os.mkdir("/tmp/d")
+        fd = os.open("/tmp/d", os.O_RDONLY)
+        end, n = time.monotonic() + 1.0, 0
+        try:
+            while time.monotonic() < end:
+                for _ in range(1000):
+                    os.mkdir(str(n), dir_fd=fd)
+                    n += 1
+        finally:
+            print("HX", [n], flush=True)
+    return a + b
+"""
+
+
+@pytest.mark.parametrize("mess", ["read-only below", "many folders"])
+def test_a_mess_the_clean_up_cannot_undo_in_time_costs_the_next_run_nothing(
+    sandbox, token: str, mess: str
+) -> None:
+    body = _READ_ONLY_BELOW if mess == "read-only below" else _MANY_FOLDERS
+    # A wall clock shorter than emptying those folders takes: the next run must not pay for it.
+    limits = replace(SCAN_LIMITS, wall_seconds=2.5, memory_bytes=1 << 30)
+    with sandbox.session(limits=limits) as session:
+        mess_made = session.run(hostile(token, body), task=TASK)
+        if mess == "many folders":
+            assert report(mess_made)[0] > 100_000, describe(mess_made)
+        after = session.run(HONEST, task=TASK)
+        assert after.passed, f"the next honest run: {describe(after)}"
+        assert not session.run("    return a - b\n", task=TASK).passed
     assert_host_untouched(sandbox, token)

@@ -1041,6 +1041,8 @@ del _op
 # --- Inside the children -------------------------------------------------------------------------
 
 CALL_IN, CALL_OUT = 3, 4  # the child's protocol descriptors
+TIDY_SECONDS = 1.0  # the clean-up after a run, past which the sandbox ends instead
+
 PRELOAD = (
     "typing", "math", "re", "collections", "itertools", "functools", "string", "random",
     "hashlib", "heapq", "bisect", "statistics", "fractions", "decimal", "datetime", "copy",
@@ -1398,6 +1400,7 @@ class Runner:
         # The solution's side: the pristine zygote that forks each run's child (see serve).
         self.zygote: int | None = None
         self.zygote_sock = None
+        self.sockets_at_start: int | None = None  # the solution's side: see tidy
         # The scratch folders as the sandbox made them, read before any run exists.
         self.scratch: dict[str, os.stat_result] = {}
         for folder in [self.work] + (["/tmp", "/dev/shm", "/dev/mqueue"] if self.namespace else []):
@@ -1630,10 +1633,18 @@ class Runner:
             self.zygote_sock.sendall(b"r")
             if _read_exact(self.zygote_sock.fileno(), 1) != b"k":
                 sys.exit("inspector-runner: the zygote is gone")
+            if self.sockets_at_start is not None and not _sockets_gone(self.sockets_at_start):
+                # Sockets no process holds (a cycle of them in flight, a TCP connection waiting
+                # to close) kept memory charged to the sandbox, or data a later run could read
+                # in /proc/net: the sandbox ends, and the session starts the next run afresh.
+                sys.exit("inspector-runner: the run left sockets behind")
+        deadline = time.monotonic() + TIDY_SECONDS
         for folder, pristine in self.scratch.items():
-            _reset(folder, pristine)
+            _reset(folder, pristine, deadline)
             if os.listdir(folder):
-                # Never the case so far; if it were, the next run would find this one's files.
+                # What a run left that cannot be removed, or not in time (hundreds of thousands
+                # of folders): the sandbox ends rather than hand it to the next run, whose
+                # wall clock is running.
                 sys.exit(f"inspector-runner: {folder} could not be emptied")
 
     def answer(self, call: dict) -> dict:
@@ -1878,12 +1889,12 @@ def _discard(fd: int) -> None:
         os.close(null)
 
 
-def _reset(folder: str, pristine: os.stat_result) -> None:
+def _reset(folder: str, pristine: os.stat_result, deadline: float) -> None:
     """Empty `folder` and give it back the mode, extended attributes and times it had: a run
     that made it read-only (so that a file in it survived the emptying), or wrote a note into
     its attributes or its times, leaves nothing there for the next run. Its ctime, which no
     one can set, tells only when the last clean-up ran."""
-    _empty(folder)
+    _empty(folder, deadline)
     try:
         os.chmod(folder, pristine.st_mode & 0o7777)
     except OSError:
@@ -1903,7 +1914,7 @@ def _reset(folder: str, pristine: os.stat_result) -> None:
         pass
 
 
-def _empty(top: str) -> None:
+def _empty(top: str, deadline: float) -> None:
     """Remove everything in `top`, whatever modes and depth the run gave it, in a loop that
     never works deeper than one folder below `top`: each folder there is made searchable and
     writable, its files removed and its folders moved up into `top` (a rename within one file
@@ -1916,7 +1927,7 @@ def _empty(top: str) -> None:
         os.chmod(top, 0o700)
     except OSError:
         pass
-    while True:
+    while time.monotonic() < deadline:
         try:
             names = os.listdir(top)
         except OSError:
@@ -1937,6 +1948,8 @@ def _empty(top: str) -> None:
             for child in inner:
                 below = os.path.join(path, child)
                 if _is_folder(below):
+                    # Moving a folder to another parent rewrites its "..": it must be writable.
+                    _removed(lambda p: os.chmod(p, 0o700), below)
                     target = os.path.join(top, f".gone-{os.getpid()}-{next(moved)}")
                     progress |= _removed(lambda p, t=target: os.rename(p, t), below)
                 else:
@@ -1944,6 +1957,45 @@ def _empty(top: str) -> None:
             progress |= _removed(os.rmdir, path)
         if not progress:
             return  # what is left cannot be removed; the caller finds it there
+
+
+def _sockets_left() -> int:
+    """Sockets this sandbox's network namespace holds: every socket made in it (open or only in
+    flight), TCP connections waiting to close, and unix sockets. From /proc/net/sockstat, which
+    counts per namespace, and /proc/net/unix: /proc/net/tcp walks the host's whole connection
+    table (3 ms a read here)."""
+    count = 0
+    try:
+        with open("/proc/net/sockstat", "rb") as fh:
+            fields = fh.read().split()
+        for key in (b"used", b"tw"):
+            if key in fields:
+                count += int(fields[fields.index(key) + 1])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/proc/net/unix", "rb") as fh:
+            count += max(0, fh.read().count(b"\n") - 1)  # less the header line
+    except OSError:
+        pass
+    return count
+
+
+def _sockets_gone(at_start: int, seconds: float = 0.5) -> bool:
+    """Whether the sandbox is back to the sockets it had at start, once every process of the
+    run is gone. Closing a unix socket runs the kernel's collector of sockets that are only in
+    flight (SCM_RIGHTS cycles); it works in the background, so this waits a little for it."""
+    import socket
+
+    one, other = socket.socketpair()
+    one.close()
+    other.close()
+    deadline = time.monotonic() + seconds
+    while _sockets_left() > at_start:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
 
 
 def _is_folder(path: str) -> bool:
@@ -2016,6 +2068,7 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
                 os._exit(1)
         theirs.close()
         runner.zygote, runner.zygote_sock = zygote, ours
+        runner.sockets_at_start = _sockets_left()
     write_frame(stdout, {"op": "ready", "pid": os.getpid()})
     # The runner relays every run itself; no run's child is ever forked from it (the solution's
     # come from the zygote; no solution code runs in the check's sandbox).

@@ -30,6 +30,7 @@ from workers.sandbox.base import MEMORY_SIGNS, Execution, Limits, Outcome
 logger = logging.getLogger(__name__)
 
 RUNNER_SOURCE = Path(runner.__file__).read_bytes()
+STARTED_SLACK_SECONDS = 2.0  # a runner's start of a run, past its clean-up's limit
 READY_SECONDS = 30.0
 SOLUTION, CHECK = "solution", "check"
 # How the error of a run that failed through the boundary begins (inspector/detect/flags.py).
@@ -41,6 +42,14 @@ class FunctionTask:
     prompt: str
     test: str
     entry_point: str
+
+
+class _EndedBeforeStart(Exception):
+    """The solution's runner was gone before it started a run (FunctionSession.run)."""
+
+    def __init__(self, started: float, message: str) -> None:
+        super().__init__(message)
+        self.started = started
 
 
 class ChannelClosed(Exception):
@@ -262,6 +271,18 @@ class FunctionSession:
     def run(self, completion: str, *, task: FunctionTask | None = None) -> Execution:
         task = task or self.task
         assert task is not None, "a session made without a task needs one per run"
+        try:
+            return self._run(completion, task)
+        except _EndedBeforeStart:
+            # The solution's runner ended between runs: it ends its sandbox when it cannot
+            # clean up after a run (or not in time). This run starts again in a fresh pair,
+            # with a clock of its own: the last run's mess is no verdict against it.
+            try:
+                return self._run(completion, task)
+            except _EndedBeforeStart as exc:
+                return self._result(Outcome.SANDBOX_ERROR, exc.started, error=str(exc))
+
+    def _run(self, completion: str, task: FunctionTask) -> Execution:
         started = time.monotonic()
         deadline = started + self.limits.wall_seconds
         try:
@@ -271,15 +292,12 @@ class FunctionSession:
         start = {"op": "start", "source": task.prompt + completion, "entry_point": task.entry_point}
         try:
             solution.send(start)
-        except ChannelClosed:
-            # The solution's runner ended between runs (it ends its sandbox when it cannot
-            # clean up after a run): this run gets a fresh pair, not a verdict against it.
-            self._drop(SOLUTION)
-            try:
-                solution, check = self._ensure_channels()
-                solution.send(start)
-            except ChannelClosed as exc:
-                return self._result(Outcome.SANDBOX_ERROR, started, error=str(exc))
+        except ChannelClosed as exc:
+            why = self._drop(SOLUTION)
+            self._drop(CHECK)
+            raise _EndedBeforeStart(
+                started, f"the solution's sandbox had ended: {exc}; {why}"
+            ) from None
         oom_before = self._oom_kills()
         solution_alive = True
         try:
@@ -293,21 +311,21 @@ class FunctionSession:
                     "entry_point": task.entry_point,
                 }
             )
-            if solution_alive:
-                try:
-                    solution.recv(deadline)
-                except ChannelClosed as exc:
-                    # Gone before it started the run (it ended after cleaning up the last):
-                    # the sandbox failed, not the run.
-                    why = self._drop(SOLUTION)
-                    self._drop(CHECK)  # its run has started: nothing of it may reach the next
-                    return self._result(
-                        Outcome.SANDBOX_ERROR,
-                        started,
-                        error=f"the solution's sandbox ended before the run started: {exc}; {why}",
-                    )
-                except TimeoutError:
-                    solution_alive = False
+            # The solution's runner reads this start once it has cleaned up after the last
+            # run (runner.TIDY_SECONDS at most, or it ends its sandbox): the run's clock starts
+            # when the run does.
+            try:
+                solution.recv(deadline + runner.TIDY_SECONDS + STARTED_SLACK_SECONDS)
+            except (ChannelClosed, TimeoutError) as exc:
+                why = self._drop(SOLUTION)
+                self._drop(CHECK)  # its run has started: nothing of it may reach the next
+                raise _EndedBeforeStart(
+                    started,
+                    "the solution's sandbox did not start the run: "
+                    f"{type(exc).__name__} {exc}; {why}",
+                ) from None
+            started = time.monotonic()
+            deadline = started + self.limits.wall_seconds
             while True:
                 message = check.recv(deadline)
                 if message.get("op") == "verdict":
