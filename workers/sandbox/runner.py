@@ -1751,13 +1751,23 @@ def _kill_all_but(keep: set[int]) -> None:
     whole session that way)."""
     for _ in range(1000):
         killed: list[int] = []
+        unsure = False
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) in keep:
                 continue
             try:
                 pidfd = os.pidfd_open(int(name))
-            except OSError:
+            except ProcessLookupError:
                 continue  # gone in between
+            except OSError:
+                # No pidfd (the sandbox out of memory or of descriptors): by its pid, and the
+                # next pass looks again.
+                try:
+                    os.kill(int(name), signal.SIGKILL)
+                except OSError:
+                    pass
+                unsure = True
+                continue
             if _has_exited(pidfd):
                 os.close(pidfd)  # a zombie: its parent reaps it
                 continue
@@ -1767,9 +1777,12 @@ def _kill_all_but(keep: set[int]) -> None:
                 os.close(pidfd)
                 continue
             killed.append(pidfd)
-        if not killed:
+        if killed:
+            _wait_exited(killed, seconds=2.0)
+        elif unsure:
+            time.sleep(0.001)
+        else:
             return
-        _wait_exited(killed, seconds=2.0)
 
 
 def _has_exited(pidfd: int) -> bool:
