@@ -38,18 +38,11 @@ from tests.test_sandbox_hostile import (  # noqa: F401
     sandbox,
     token,
 )
-from workers.sandbox import Limits, Outcome
+from workers.sandbox import Outcome
 from workers.sandbox.session import FunctionTask
 
 # Long enough for a reader to scan its heap on a loaded machine.
-SCAN_LIMITS = Limits(
-    wall_seconds=6.0,
-    memory_bytes=256 << 20,
-    max_processes=32,
-    output_bytes=1 << 20,
-    file_bytes=16 << 20,
-    tail_bytes=1 << 16,
-)
+SCAN_LIMITS = replace(LIMITS, wall_seconds=6.0)
 
 
 def secret_task(name: str, secret: str) -> FunctionTask:

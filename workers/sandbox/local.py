@@ -175,6 +175,14 @@ def work_folder(program: str, owner: int | None, parent: str | None = None) -> I
         _remove_tree(path)
 
 
+def _leave_nothing(folder: str, cgroup: cgroups.SandboxCgroup | None) -> None:
+    """What a sandbox that ended, or never started, leaves on the host: its folder and its
+    cgroup (removing the cgroup kills whatever is still in it)."""
+    if cgroup is not None:
+        cgroup.remove()
+    _remove_tree(folder)
+
+
 def _folder_prefix() -> str:
     # The worker's pid in the name tells a sweep which folders no living worker owns.
     return f"sandbox-{os.getpid()}-"
@@ -305,9 +313,7 @@ class _LocalBase:
         except OSError:
             for fd in (to_runner_r, to_runner_w, from_runner_r, from_runner_w):
                 os.close(fd)
-            _remove_tree(folder)
-            if cgroup is not None:
-                cgroup.remove()
+            _leave_nothing(folder, cgroup)
             raise
         finally:
             if filter_fd is not None:
@@ -320,9 +326,7 @@ class _LocalBase:
             proc.wait()
             if uid is not None and not self.pid_namespace:
                 _kill_uid(uid)
-            if cgroup is not None:
-                cgroup.remove()
-            _remove_tree(folder)
+            _leave_nothing(folder, cgroup)
             errors.seek(0)
             text = errors.read()[-2000:].decode("utf-8", errors="replace").strip()
             errors.close()
@@ -511,9 +515,7 @@ class LocalSandbox(_LocalBase):
         except BaseException:
             if block_w >= 0:
                 os.close(block_w)
-            _remove_tree(folder)
-            if cgroup is not None:
-                cgroup.remove()
+            _leave_nothing(folder, cgroup)
             raise
         finally:
             for fd in (filter_fd, block_r):
@@ -638,9 +640,7 @@ def _discard_parked(parked: _Parked) -> None:
     for stream in (parked.proc.stdout, parked.proc.stderr):
         if stream is not None:
             stream.close()
-    _remove_tree(parked.folder)
-    if parked.cgroup is not None:
-        parked.cgroup.remove()
+    _leave_nothing(parked.folder, parked.cgroup)
 
 
 def _refill(ref: weakref.ref) -> None:
