@@ -1,5 +1,5 @@
 """The JSON API for training pipelines and the CI of environment builders: thin adapters over the
-same services the pages use, authenticated by bearer tokens (ApiToken) that act as their user
+same services and selectors the pages use, authenticated by bearer tokens (ApiToken) that act as their user
 with the user's roles. Every action lands in the same audit trail. Described by openapi.py."""
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from inspector import services
+from inspector import selectors, services
 from inspector.downloads import jsonl_download
 from inspector.formats.humaneval import TaskSetFormatError
-from inspector.models import ApiToken, ClaimedByOther, Inspection, Task, TaskSet
+from inspector.models import ApiToken, ClaimedByOther, Inspection, Task
 from inspector.roles import is_admin, is_reviewer
-from inspector.services import review
 
 MAX_PAGE_SIZE = 500
 
@@ -108,17 +107,15 @@ def task_json(task: Task) -> dict:
 def tasksets(request: HttpRequest) -> JsonResponse:
     if request.method == "POST":
         return _taskset_upload(request)
-    rows = []
-    for taskset in TaskSet.objects.order_by("name"):
-        latest = taskset.latest_version()
-        rows.append(
-            {
-                "name": taskset.name,
-                "latest_version": latest.number if latest else None,
-                "task_count": latest.task_count if latest else 0,
-                "created_at": taskset.created_at.isoformat(),
-            }
-        )
+    rows = [
+        {
+            "name": taskset.name,
+            "latest_version": latest.number if latest else None,
+            "task_count": latest.task_count if latest else 0,
+            "created_at": taskset.created_at.isoformat(),
+        }
+        for taskset, latest in selectors.taskset_rows()
+    ]
     return JsonResponse({"results": rows})
 
 
@@ -161,17 +158,17 @@ def _taskset_upload(request: HttpRequest) -> JsonResponse:
 @api_view("admin", ("POST",))
 def inspection_start(request: HttpRequest, name: str) -> JsonResponse:
     try:
-        version = services.taskset_latest_version(name=name)
+        version = selectors.taskset_latest_version(name=name)
         inspection = services.inspection_start(version=version, by=request.user)
     except services.ServiceError as exc:
-        status = 404 if not TaskSet.objects.filter(name=name).exists() else 409
+        status = 404 if not selectors.taskset_exists(name=name) else 409
         return error(status, str(exc))
     return JsonResponse(inspection_json(inspection), status=202)
 
 
 @api_view("reviewer", ("GET",))
 def inspection_detail(request: HttpRequest, pk: int) -> JsonResponse:
-    inspection = Inspection.objects.select_related("version__taskset").filter(pk=pk).first()
+    inspection = selectors.inspection_get(pk)
     if inspection is None:
         return error(404, f"no inspection #{pk}")
     return JsonResponse(inspection_json(inspection))
@@ -179,14 +176,14 @@ def inspection_detail(request: HttpRequest, pk: int) -> JsonResponse:
 
 @api_view("reviewer", ("GET",))
 def task_list(request: HttpRequest) -> JsonResponse:
-    filters = review.QueueFilter.from_query(request.GET)
-    tasks = review.queue_page_tasks(review.queue_tasks(filters, user=request.user))
+    filters = selectors.QueueFilter.from_query(request.GET)
+    tasks = selectors.queue_page_tasks(selectors.queue_tasks(filters, user=request.user))
     try:
         size = min(max(int(request.GET.get("page_size", 100)), 1), MAX_PAGE_SIZE)
         number = max(int(request.GET.get("page", 1)), 1)
     except ValueError:
         return error(400, "page and page_size are whole numbers")
-    paginator = review.KeysFirstPaginator(tasks, size)
+    paginator = selectors.KeysFirstPaginator(tasks, size)
     if number > max(paginator.num_pages, 1):
         return error(404, f"page {number} is past the last page ({paginator.num_pages})")
     page = paginator.page(number)
@@ -201,7 +198,7 @@ def task_list(request: HttpRequest) -> JsonResponse:
 
 
 def _task(pk: int) -> Task | None:
-    return Task.objects.select_related("version__taskset", "assignee").filter(pk=pk).first()
+    return selectors.task_get(pk)
 
 
 @api_view("reviewer", ("GET",))
@@ -217,7 +214,7 @@ def task_detail(request: HttpRequest, pk: int) -> JsonResponse:
             "confidence": f.confidence,
             "explanation": f.explanation,
         }
-        for f in task.flags.filter(inspection_id=task.last_inspection_id)
+        for f in selectors.task_flags(task)
     ]
     return JsonResponse(data)
 
@@ -251,9 +248,9 @@ def task_release(request: HttpRequest, pk: int) -> JsonResponse:
 
 @api_view("admin", ("GET",))
 def manifest(request: HttpRequest, name: str) -> StreamingHttpResponse | JsonResponse:
-    if not TaskSet.objects.filter(name=name).exists():
+    if not selectors.taskset_exists(name=name):
         return error(404, f"no task set named {name!r}")
-    return jsonl_download(services.manifest_lines(taskset_name=name), f"{name}-manifest.jsonl")
+    return jsonl_download(selectors.manifest_lines(taskset_name=name), f"{name}-manifest.jsonl")
 
 
 @login_not_required

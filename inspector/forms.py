@@ -54,7 +54,7 @@ class DismissForm(forms.Form):
 
 
 class QueueFilterForm(forms.Form):
-    """The queue's filter, as the URL carries it (services.review.QueueFilter)."""
+    """The queue's filter, as the URL carries it (selectors.queue.QueueFilter)."""
 
     q = forms.CharField(
         required=False,

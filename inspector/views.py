@@ -1,4 +1,5 @@
-"""Web pages: thin adapters over the services (inspector/services/). Every state change is a CSRF-protected POST."""
+"""Web pages: thin adapters over the services (inspector/services/: writes) and the selectors
+(inspector/selectors/: reads). Every state change is a CSRF-protected POST."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import logging
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
-from django.db.models import Count
 from django.http import (
     Http404,
     HttpRequest,
@@ -25,11 +24,11 @@ from django.utils.http import urlencode
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector import charts, services
+from inspector import charts, selectors, services
 from inspector.downloads import jsonl_download
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.forms import BulkForm, DismissForm, QuarantineForm, QueueFilterForm, UploadForm
-from inspector.models import ApiToken, ClaimedByOther, Flag, Inspection, Run, Task, TaskSet
+from inspector.models import ApiToken, ClaimedByOther, Flag, Task, TaskSet
 from inspector.roles import admin_required, is_admin, reviewer_required
 from inspector.services import review
 
@@ -39,15 +38,13 @@ logger = logging.getLogger(__name__)
 @require_GET
 @reviewer_required
 def home(request: HttpRequest) -> HttpResponse:
-    tasksets = TaskSet.objects.annotate(version_count=Count("versions")).order_by("name")
-    rows = [(ts, ts.latest_version()) for ts in tasksets]
     return render(
         request,
         "inspector/taskset_list.html",
         {
-            "rows": rows,
+            "rows": selectors.taskset_rows(),
             "form": UploadForm(),
-            "flagged": Task.objects.filter(severity__gt=0).count(),
+            "flagged": selectors.flagged_task_count(),
         },
     )
 
@@ -81,12 +78,11 @@ def taskset_upload(request: HttpRequest) -> HttpResponse:
                 f"as {version}.",
             )
             return redirect(version.taskset)
-    tasksets = TaskSet.objects.order_by("name")
     return render(
         request,
         "inspector/taskset_list.html",
         {
-            "rows": [(ts, ts.latest_version()) for ts in tasksets],
+            "rows": selectors.taskset_rows(),
             "form": form,
             "problems": problems[:200],
             "problem_count": len(problems),
@@ -111,42 +107,16 @@ def taskset_detail(request: HttpRequest, name: str) -> HttpResponse:
         "versions": versions,
         "latest": latest,
         "inspection": inspection,
-        "inspections": latest.inspections.order_by("-id")[:20] if latest else [],
+        "inspections": selectors.version_inspections(latest) if latest else [],
     }
     if latest is not None:
-        tasks = latest.tasks.all()
-        finished_id = _last_finished_id(latest)
-        context["flag_counts"] = (
-            Flag.objects.filter(task__version=latest, inspection_id=finished_id)
-            .values("code")
-            .annotate(n=Count("id"))
-            .order_by("-n")
-        )
-        context["quarantined"] = tasks.filter(status=Task.QUARANTINED).count()
-        context["clean"] = services.clean_tasks(version=latest).count()
+        overview = selectors.version_overview(latest)
+        context.update(overview)
         # The charts' figures, handed to the page through json_script.
         context["dashboard"] = charts.dashboard(
-            latest, inspection=inspection, finished_id=finished_id
+            latest, inspection=inspection, finished_id=overview["finished_id"]
         )
-        context["terminal"] = tasks.filter(kind=Task.TERMINAL).exists()
-        from inspector.detect.signals import learnability_distribution
-
-        rates = tasks.filter(last_inspection__isnull=False).values_list(
-            "sample_pass_rate", flat=True
-        )
-        context["learnability"] = learnability_distribution(rates)
-        finished = latest.inspections.filter(status=Inspection.FINISHED).order_by("-id").first()
-        context["harness_findings"] = finished.findings if finished else []
     return render(request, "inspector/taskset_detail.html", context)
-
-
-def _last_finished_id(version) -> int | None:
-    return (
-        version.inspections.filter(status=Inspection.FINISHED)
-        .order_by("-id")
-        .values_list("pk", flat=True)
-        .first()
-    )
 
 
 @require_POST
@@ -155,7 +125,7 @@ def taskset_inspect(request: HttpRequest, name: str) -> HttpResponse:
     taskset = _get_taskset(name)
     try:
         inspection = services.inspection_start(
-            version=services.taskset_latest_version(name=taskset.name), by=request.user
+            version=selectors.taskset_latest_version(name=taskset.name), by=request.user
         )
     except services.ServiceError as exc:
         messages.error(request, str(exc))
@@ -170,9 +140,9 @@ def taskset_inspect(request: HttpRequest, name: str) -> HttpResponse:
 @admin_required
 def taskset_manifest(request: HttpRequest, name: str) -> StreamingHttpResponse:
     taskset = _get_taskset(name)
-    version = services.taskset_latest_version(name=taskset.name)
+    version = selectors.taskset_latest_version(name=taskset.name)
     return jsonl_download(
-        services.manifest_lines(taskset_name=taskset.name),
+        selectors.manifest_lines(taskset_name=taskset.name),
         f"{taskset.name}-v{version.number}-manifest.jsonl",
     )
 
@@ -181,9 +151,9 @@ def taskset_manifest(request: HttpRequest, name: str) -> StreamingHttpResponse:
 @admin_required
 def taskset_report(request: HttpRequest, name: str) -> StreamingHttpResponse:
     taskset = _get_taskset(name)
-    version = services.taskset_latest_version(name=taskset.name)
+    version = selectors.taskset_latest_version(name=taskset.name)
     return jsonl_download(
-        services.report_lines(taskset_name=taskset.name),
+        selectors.report_lines(taskset_name=taskset.name),
         f"{taskset.name}-v{version.number}-report.jsonl",
     )
 
@@ -191,7 +161,9 @@ def taskset_report(request: HttpRequest, name: str) -> StreamingHttpResponse:
 @require_GET
 @reviewer_required
 def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
-    inspection = get_object_or_404(Inspection, pk=pk)
+    inspection = selectors.inspection_get(pk)
+    if inspection is None:
+        raise Http404(f"no inspection #{pk}")
     return JsonResponse(
         {
             "id": inspection.pk,
@@ -207,15 +179,15 @@ def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
 def _queue_filter(request: HttpRequest):
     """The queue's filter form and the filter it stands for, from the URL."""
     form = QueueFilterForm(request.GET or None)
-    return form, review.QueueFilter.from_query(form.cleaned_data if form.is_valid() else {})
+    return form, selectors.QueueFilter.from_query(form.cleaned_data if form.is_valid() else {})
 
 
 @require_GET
 @reviewer_required
 def queue(request: HttpRequest) -> HttpResponse:
     form, filters = _queue_filter(request)
-    tasks = review.queue_page_tasks(review.queue_tasks(filters, user=request.user))
-    paginator = review.KeysFirstPaginator(
+    tasks = selectors.queue_page_tasks(selectors.queue_tasks(filters, user=request.user))
+    paginator = selectors.KeysFirstPaginator(
         tasks,
         settings.QUEUE_PAGE_SIZE,
         count_cap=filters.SEARCH_COUNT_CAP if filters.q else None,
@@ -231,10 +203,7 @@ def queue(request: HttpRequest) -> HttpResponse:
             "query": query,
             "filters": filters,
             "saved": request.user.saved_filters.all(),
-            "reviewers": get_user_model()
-            .objects.filter(is_active=True)
-            .order_by("username")
-            .values_list("username", flat=True)[:200],
+            "reviewers": selectors.reviewer_names(),
             "is_admin": is_admin(request.user),
             "capped": paginator.count and paginator.capped,
         },
@@ -250,7 +219,7 @@ def _queue_redirect(query: str) -> HttpResponseRedirect:
 def queue_bulk(request: HttpRequest) -> HttpResponse:
     """A bulk action on the selected tasks, or on every task the posted filter matches."""
     query = request.POST.get("query", "")
-    filters = review.QueueFilter.from_query(QueryDict(query))
+    filters = selectors.QueueFilter.from_query(QueryDict(query))
     form = BulkForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The bulk action was incomplete: " + form.errors.as_text())
@@ -260,10 +229,10 @@ def queue_bulk(request: HttpRequest) -> HttpResponse:
         if not data["task"]:
             messages.error(request, "Select at least one task, or act on all matching tasks.")
             return _queue_redirect(query)
-        tasks = Task.objects.filter(pk__in=data["task"])
+        tasks = selectors.tasks_by_ids(data["task"])
         expected = None
     else:
-        tasks = review.queue_tasks(filters, user=request.user)
+        tasks = selectors.queue_tasks(filters, user=request.user)
         expected = data["expected"]
     try:
         result = review.bulk_apply(
@@ -289,19 +258,19 @@ def queue_export(request: HttpRequest, fmt: str) -> HttpResponse:
     if fmt not in ("csv", "parquet"):
         raise Http404("exports are .csv or .parquet")
     _, filters = _queue_filter(request)
-    tasks = review.queue_tasks(filters, user=request.user)
+    tasks = selectors.queue_tasks(filters, user=request.user)
     return _report_response(tasks, fmt, "queue")
 
 
 def _report_response(tasks, fmt: str, stem: str) -> HttpResponse:
-    rows = review.report_rows(tasks)
+    rows = selectors.report_rows(tasks)
     if fmt == "csv":
         response = StreamingHttpResponse(
-            review.csv_stream(rows), content_type="text/csv; charset=utf-8"
+            selectors.csv_stream(rows), content_type="text/csv; charset=utf-8"
         )
     else:
         response = HttpResponse(
-            review.parquet_bytes(rows), content_type="application/vnd.apache.parquet"
+            selectors.parquet_bytes(rows), content_type="application/vnd.apache.parquet"
         )
     response["Content-Disposition"] = f'attachment; filename="{stem}-report.{fmt}"'
     return response
@@ -314,10 +283,10 @@ def taskset_report_table(request: HttpRequest, name: str, fmt: str) -> HttpRespo
     if fmt not in ("csv", "parquet"):
         raise Http404("reports are .jsonl, .csv or .parquet")
     taskset = _get_taskset(name)
-    filters = review.QueueFilter(
+    filters = selectors.QueueFilter(
         taskset=taskset.name, version=request.GET.get("version", "").strip(), all="1"
     )
-    tasks = review.queue_tasks(filters).order_by("position", "id")
+    tasks = selectors.queue_tasks(filters).order_by("position", "id")
     return _report_response(tasks, fmt, taskset.name)
 
 
@@ -325,7 +294,7 @@ def taskset_report_table(request: HttpRequest, name: str, fmt: str) -> HttpRespo
 @reviewer_required
 def filter_save(request: HttpRequest) -> HttpResponse:
     query = request.POST.get("query", "")
-    filters = review.QueueFilter.from_query(QueryDict(query))
+    filters = selectors.QueueFilter.from_query(QueryDict(query))
     try:
         saved = review.filter_save(
             user=request.user, name=request.POST.get("name", ""), filters=filters
@@ -352,7 +321,7 @@ def task_claim(request: HttpRequest, pk: int) -> JsonResponse:
 def task_assign(request: HttpRequest, pk: int) -> HttpResponse:
     task = _get_task(pk)
     username = request.POST.get("assignee", "").strip()
-    to = get_user_model().objects.filter(username=username).first() if username else None
+    to = selectors.user_named(username) if username else None
     if username and to is None:
         messages.error(request, f"No user named {username!r}.")
     else:
@@ -363,78 +332,38 @@ def task_assign(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _get_task(pk: int) -> Task:
-    return get_object_or_404(
-        Task.objects.select_related("version__taskset", "claimed_by", "assignee"), pk=pk
-    )
+    task = selectors.task_get(pk)
+    if task is None:
+        raise Http404(f"no task #{pk}")
+    return task
 
 
 @require_GET
 @reviewer_required
 def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
     task = _get_task(pk)
-    flags = list(
-        task.flags.filter(inspection_id=task.last_inspection_id).select_related("reviewed_by")
-    )
-    evidence_ids = {run_id for flag in flags for run_id in flag.evidence_run_ids}
-    runs = {run.pk: run for run in Run.objects.filter(pk__in=evidence_ids).select_related("sample")}
     probe_results = (
-        services.terminal_probe_results(version=task.version).get(task.pk, {})
+        selectors.terminal_probe_results(version=task.version).get(task.pk, {})
         if task.kind == Task.TERMINAL
         else {}
     )
-    for flag in flags:
-        flag.evidence_runs = [runs[i] for i in flag.evidence_run_ids if i in runs][:12]
-        flag.evidence_more = max(0, len(flag.evidence_run_ids) - 12)
-    inspections = (
-        Inspection.objects.filter(runs__task=task)
-        .distinct()
-        .order_by("-id")
-        .prefetch_related("flags")
-    )
-    history = [
-        {
-            "inspection": insp,
-            "runs": Run.objects.filter(inspection=insp, task=task).select_related("sample"),
-            "flags": [f for f in insp.flags.all() if f.task_id == task.pk],
-        }
-        for insp in inspections[:10]
-    ]
     return render(
         request,
         "inspector/task_detail.html",
         {
             "task": task,
-            "flags": flags,
-            "history": history,
-            "events": services.task_trail(task),
-            "replaced": task.events.filter(action="new_version").exists(),
+            "flags": selectors.task_flags_with_evidence(task),
+            "history": selectors.task_history(task),
+            "events": selectors.task_trail(task),
+            "replaced": selectors.task_replaced(task),
             "samples": task.samples.all()[:50],
-            "files": _task_files(task),
+            "files": selectors.task_files(task),
             "probe_results": sorted(probe_results.items()),
             "claimed_by_other": task.claimed_by_other(request.user),
             "quarantine_form": QuarantineForm(),
             "dismiss_form": DismissForm(),
         },
     )
-
-
-def _task_files(task: Task) -> list[dict]:
-    """A terminal task's folder as the page lists it: path, size, and the text of text files."""
-    if task.kind != Task.TERMINAL:
-        return []
-    rows = []
-    for path, entry in sorted((task.source.get("files") or {}).items()):
-        text = entry.get("text")
-        rows.append(
-            {
-                "path": path,
-                "text": text,
-                "size": len(text.encode())
-                if text is not None
-                else len(entry.get("base64", "")) * 3 // 4,
-            }
-        )
-    return rows
 
 
 @contextlib.contextmanager
@@ -478,7 +407,10 @@ def task_release(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _get_flag(pk: int) -> Flag:
-    return get_object_or_404(Flag.objects.select_related("task"), pk=pk)
+    flag = selectors.flag_get(pk)
+    if flag is None:
+        raise Http404(f"no flag #{pk}")
+    return flag
 
 
 @require_POST

@@ -1,6 +1,6 @@
 """The import boundaries ARCHITECTURE.md draws, read from the source (every import statement,
 those inside functions too): a part that must not touch the ORM never imports Django, and only
-`inspector/enqueue.py` names the Celery tasks."""
+`inspector/enqueue.py` names the Celery tasks, and the selectors (reads) call no service."""
 
 from __future__ import annotations
 
@@ -88,4 +88,18 @@ def test_no_module_imports_a_private_name_of_another():
         and module.rsplit(".", 1)[-1].startswith("_")
         and not module.rsplit(".", 1)[-1].startswith("__")
     ]
+    assert not offending, "\n".join(offending)
+
+
+def test_the_selectors_only_read_they_never_call_a_service_or_enqueue_work():
+    # A read that started an inspection or queued runs would do so on every page view.
+    allowed = ("inspector.services.errors",)
+    offending = [
+        f"{where(path, line)} imports {module}"
+        for path in python_files("inspector/selectors")
+        for line, module in imported_modules(path)
+        if module.startswith(("inspector.services", "inspector.enqueue", "workers"))
+        and not module.startswith(allowed)
+    ]
+    assert python_files("inspector/selectors"), "no selectors: the rule checks nothing"
     assert not offending, "\n".join(offending)

@@ -16,7 +16,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from inspector import services
+from inspector import selectors
 from inspector.models import Inspection, Task
 from tests.builders import ROOT, task
 
@@ -168,7 +168,7 @@ def test_a_reviewer_filters_the_queue_triages_with_the_keyboard_and_bulk_quarant
     wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, ".messages li.success")))
     assert Task.objects.get(task_id="planted/mislabeled").status == Task.QUARANTINED
 
-    in_manifest = {line["task_id"] for line in services.manifest_lines(taskset_name="planted")}
+    in_manifest = {line["task_id"] for line in selectors.manifest_lines(taskset_name="planted")}
     assert "planted/mislabeled" not in in_manifest and order[1] not in in_manifest
     assert "planted/clean" in in_manifest
 

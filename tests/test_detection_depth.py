@@ -9,7 +9,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from inspector import services
+from inspector import selectors
 from inspector.models import Flag, Run, Task
 from tests.builders import task
 
@@ -167,7 +167,7 @@ def test_a_task_every_sample_passes_has_no_signal_and_stays_in_the_manifest(
     # Advisory: shown and reported, but the task is still clean.
     page = reviewer_client.get("/tasksets/depth/").content.decode()
     assert "Learnability p(1−p)" in page and "100% have none" in page
-    assert [t["task_id"] for t in services.manifest_lines(taskset_name="depth")] == ["clamp/full"]
+    assert [t["task_id"] for t in selectors.manifest_lines(taskset_name="depth")] == ["clamp/full"]
 
 
 def test_a_prompt_holding_the_reference_and_a_near_copy_of_another_prompt_are_reported(
@@ -193,7 +193,7 @@ def test_a_prompt_holding_the_reference_and_a_near_copy_of_another_prompt_are_re
     assert duplicate.evidence["other"] == "clamp/twin-b"
     assert duplicate.evidence["similarity"] >= 0.9
     # A setting makes an advisory flag block: both twins leave the manifest.
-    clean = [t["task_id"] for t in services.manifest_lines(taskset_name="depth")]
+    clean = [t["task_id"] for t in selectors.manifest_lines(taskset_name="depth")]
     assert "clamp/twin-a" not in clean and "clamp/twin-b" not in clean
 
     report = io.StringIO()
@@ -224,7 +224,7 @@ def test_a_prompt_example_the_reference_contradicts_is_an_ambiguous_task_shown_w
     assert ambiguous.explanation.startswith("the prompt's example says double(3)")
     assert ambiguous.evidence["examples"][0]["expected"] == "7"
     assert ambiguous.evidence["examples"][0]["reference_output"] == "6"
-    assert [t["task_id"] for t in services.manifest_lines(taskset_name="depth")] == []
+    assert [t["task_id"] for t in selectors.manifest_lines(taskset_name="depth")] == []
 
     page = reviewer_client.get(ambiguous.task.get_absolute_url()).content.decode()
     assert "The prompt's own examples that the reference" in page

@@ -12,7 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from inspector import services
+from inspector import selectors, services
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.models import Sample, Task, TaskSet, TaskSetVersion
 from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
@@ -102,7 +102,7 @@ def test_importing_again_under_the_same_name_adds_a_version_and_keeps_the_old_on
     assert TaskSet.objects.count() == 1
     assert Task.objects.filter(task_id="planted/clean").count() == 2
     assert old_task.events.get().note == "kept for the record"
-    assert services.taskset_latest_version(name="planted") == second
+    assert selectors.taskset_latest_version(name="planted") == second
 
 
 def test_the_import_command_fails_with_the_line_numbers_of_bad_input(tmp_path):

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from inspector import services
+from inspector import selectors, services
 from inspector.models import Flag, Inspection, Run, Task
 from tests.builders import PLANTED_FLAGS, task
 
@@ -166,7 +166,7 @@ def test_an_unavailable_sandbox_fails_the_inspection_with_a_message_instead_of_p
 
     assert inspection.status == Inspection.FAILED
     assert "sandbox unavailable" in inspection.error
-    assert list(services.manifest_lines(taskset_name="planted")) == []
+    assert list(selectors.manifest_lines(taskset_name="planted")) == []
 
 
 def test_each_repeat_of_a_run_gets_an_interpreter_with_a_hash_seed_of_its_own(

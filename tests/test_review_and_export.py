@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from inspector import services
+from inspector import selectors
 from inspector.models import Flag, ReviewEvent, Task
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +22,7 @@ def inspected(import_taskset, inspect_now):
 
 
 def manifest_ids() -> list[str]:
-    return [line["task_id"] for line in services.manifest_lines(taskset_name="planted")]
+    return [line["task_id"] for line in selectors.manifest_lines(taskset_name="planted")]
 
 
 def test_everything_but_the_login_page_asks_an_anonymous_visitor_to_log_in(inspected):
@@ -236,7 +236,7 @@ def test_a_task_without_samples_has_no_sample_pass_rate(import_taskset, inspect_
             samples=[],
         )
     )
-    (line,) = services.report_lines(taskset_name="planted")
+    (line,) = selectors.report_lines(taskset_name="planted")
 
     assert line["stats"]["sample_pass_rate"] is None
     assert line["stats"]["reference_pass_rate"] == 1.0

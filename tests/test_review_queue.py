@@ -326,7 +326,7 @@ def test_an_uploaded_task_id_holding_html_is_escaped_in_the_queue(
 def test_a_search_matching_more_than_the_cap_says_so_and_offers_no_bulk_action_on_all(
     reviewer_client, inspected, monkeypatch
 ):
-    from inspector.services.review import QueueFilter
+    from inspector.selectors import QueueFilter
 
     monkeypatch.setattr(QueueFilter, "SEARCH_COUNT_CAP", 2)
     page = reviewer_client.get("/queue/?q=planted").content.decode()

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from inspector import services
+from inspector import selectors, services
 from inspector.models import Inspection, Run, Task
 from tests.builders import PLANTED_FLAGS, task
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def report() -> dict[str, dict]:
-    return {line["task_id"]: line for line in services.report_lines(taskset_name="planted")}
+    return {line["task_id"]: line for line in selectors.report_lines(taskset_name="planted")}
 
 
 def whole_path(import_taskset, reviewer) -> None:
@@ -42,7 +42,7 @@ def whole_path(import_taskset, reviewer) -> None:
     target = Task.objects.get(task_id="planted/hackable")
     client.post(f"/tasks/{target.pk}/quarantine", {"reason": "null probe passes"})
     client.post(f"/flags/{target.flags.get().pk}/dismiss", {"note": "quarantined; flag reviewed"})
-    manifest = [line["task_id"] for line in services.manifest_lines(taskset_name="planted")]
+    manifest = [line["task_id"] for line in selectors.manifest_lines(taskset_name="planted")]
     assert manifest == ["planted/clean"]
     assert report()["planted/hackable"]["status"] == "quarantined"
 
@@ -86,7 +86,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_records_each_run_once(
     first = start_worker("doomed", **env)
     settings.INSPECT_REFERENCE_REPEATS = 2
     settings.INSPECT_PROBES = ["null"]
-    inspection = services.inspection_start(version=services.taskset_latest_version(name="planted"))
+    inspection = services.inspection_start(version=selectors.taskset_latest_version(name="planted"))
     deadline = time.monotonic() + 60
     while not Run.objects.filter(status=Run.RUNNING).exists():
         assert time.monotonic() < deadline, "no run started"
@@ -110,5 +110,5 @@ def test_a_worker_killed_mid_run_loses_nothing_and_records_each_run_once(
     }
     assert runs.filter(attempts__gt=1).exists()
     assert Inspection.objects.get(pk=inspection.pk).runs_done == 12
-    lines = [json.dumps(r) for r in services.report_lines(taskset_name="planted")]
+    lines = [json.dumps(r) for r in selectors.report_lines(taskset_name="planted")]
     assert all('"flags": []' in line for line in lines)

@@ -1,5 +1,5 @@
-"""Importing a task set as a new version (HumanEval-style JSONL or terminal task folders), carrying
-the review of unchanged tasks over, and finding a set's versions."""
+"""Importing a task set as a new version (HumanEval-style JSONL or terminal task folders), and
+carrying the review of unchanged tasks over."""
 
 from __future__ import annotations
 
@@ -196,26 +196,3 @@ def _carry_review_over(version: TaskSetVersion, tasks: list[Task], *, by) -> Non
                 ReviewEvent(task=task, actor=by, action=ReviewEvent.NEW_VERSION, note=note)
             )
     ReviewEvent.objects.bulk_create(events)
-
-
-def task_trail(task: Task):
-    """The audit trail of the task's id across every version of its set, newest first."""
-    return (
-        ReviewEvent.objects.filter(
-            task__version__taskset_id=task.version.taskset_id, task__task_id=task.task_id
-        )
-        .select_related("actor", "flag", "task__version")
-        .order_by("-created_at", "-id")
-    )
-
-
-def taskset_latest_version(*, name: str) -> TaskSetVersion:
-    version = (
-        TaskSetVersion.objects.filter(taskset__name=name)
-        .select_related("taskset")
-        .order_by("-number")
-    ).first()
-    if version is None:
-        known = ", ".join(TaskSet.objects.values_list("name", flat=True)[:20]) or "none yet"
-        raise ServiceError(f"No task set named {name!r} (task sets: {known}).")
-    return version

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from inspector import services
+from inspector import selectors, services
 from inspector.formats.jsonl import write_jsonl
 
 
@@ -15,7 +15,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            lines = services.report_lines(taskset_name=options["name"])
+            lines = selectors.report_lines(taskset_name=options["name"])
             count = write_jsonl(lines, options["output"], stdout=self.stdout)
         except services.ServiceError as exc:
             raise CommandError(str(exc)) from None

@@ -4,7 +4,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from inspector import services
+from inspector import selectors, services
 from inspector.models import Inspection
 
 
@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            version = services.taskset_latest_version(name=options["name"])
+            version = selectors.taskset_latest_version(name=options["name"])
             if options["wait"] and not services.workers_alive():
                 raise CommandError(
                     "No Celery worker answers on the configured broker, so the inspection would "

@@ -1,13 +1,15 @@
-"""What leaves the platform: the clean tasks of a version, the training manifest and the per-task
-report."""
+"""What leaves the platform: the clean tasks of a version, the training manifest, the per-task
+report (JSONL) and the report table (CSV or Parquet) of any queue filter's tasks."""
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from django.conf import settings
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, QuerySet
 
 from inspector.models import (
     Flag,
@@ -16,7 +18,7 @@ from inspector.models import (
     Task,
     TaskSetVersion,
 )
-from inspector.services.tasksets import taskset_latest_version
+from inspector.selectors.tasksets import taskset_latest_version
 
 logger = logging.getLogger(__name__)
 
@@ -120,3 +122,84 @@ def terminal_probe_results(*, version: TaskSetVersion) -> dict[int, dict[str, di
         modes = results.setdefault(task_pk, {}).setdefault(probe, {})
         modes[mode] = modes.get(mode, False) or outcome == "passed"
     return results
+
+
+# --- Report tables (CSV, Parquet) -----------------------------------------------------------------------------------
+
+REPORT_COLUMNS = (
+    "taskset",
+    "version",
+    "task_id",
+    "kind",
+    "domain",
+    "status",
+    "flags",
+    "severity",
+    "pending_review",
+    "assignee",
+    "reference_pass_rate",
+    "sample_pass_rate",
+    "learnability",
+    "survivor_share",
+    "cluster_count",
+    "runs",
+    "content_hash",
+)
+
+
+def report_rows(tasks: QuerySet[Task]) -> Iterator[dict]:
+    """One flat row per task (REPORT_COLUMNS), read in chunks: memory stays flat however many."""
+    values = tasks.values_list(
+        "version__taskset__name",
+        "version__number",
+        "task_id",
+        "kind",
+        "domain",
+        "status",
+        "open_flags",
+        "severity",
+        "pending_review",
+        "assignee__username",
+        "reference_pass_rate",
+        "sample_pass_rate",
+        "learnability",
+        "survivor_share",
+        "cluster_count",
+        "runs_count",
+        "content_hash",
+    )
+    for row in values.iterator(chunk_size=2000):
+        line = dict(zip(REPORT_COLUMNS, row, strict=True))
+        line["flags"] = line["flags"].replace(",", ";")
+        line["assignee"] = line["assignee"] or ""
+        yield line
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_stream(rows: Iterable[dict]) -> Iterator[str]:
+    """CSV text, a header then one line per row, produced as it is read."""
+    writer = csv.DictWriter(_Echo(), fieldnames=REPORT_COLUMNS)
+    yield writer.writeheader()
+    batch: list[str] = []
+    for row in rows:
+        batch.append(writer.writerow(row))
+        if len(batch) >= 500:
+            yield "".join(batch)
+            batch = []
+    if batch:
+        yield "".join(batch)
+
+
+def parquet_bytes(rows: Iterable[dict]) -> bytes:
+    """The rows as one Parquet file (pandas and pyarrow). Parquet is written whole, so the
+    rows are held in memory once: about 100 bytes a task."""
+    import pandas as pd
+
+    frame = pd.DataFrame.from_records(list(rows), columns=list(REPORT_COLUMNS))
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()

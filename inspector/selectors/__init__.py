@@ -1,0 +1,83 @@
+"""Reads, one module per thing read: the pages, the API and the commands call these instead of
+building queries themselves; the services (inspector/services/) hold the writes.
+
+- `tasksets`: the sets and their latest versions, a version's overview figures;
+- `tasks`: one task with its flags and their evidence, its history, trail and files;
+- `inspections`: one inspection, a version's inspections;
+- `queue`: the review queue's filter, its tasks and its paginator;
+- `exports`: the clean tasks, the training manifest, the per-task report and report tables.
+
+A selector changes nothing; between these modules only public names are imported."""
+
+from inspector.selectors.exports import (
+    REPORT_COLUMNS,
+    clean_tasks,
+    csv_stream,
+    manifest_lines,
+    parquet_bytes,
+    report_lines,
+    report_rows,
+    terminal_probe_results,
+)
+from inspector.selectors.inspections import inspection_get, version_inspections
+from inspector.selectors.queue import (
+    KeysFirstPaginator,
+    QueueFilter,
+    queue_page_tasks,
+    queue_tasks,
+    reviewer_names,
+    user_named,
+)
+from inspector.selectors.tasks import (
+    flag_get,
+    task_files,
+    task_flags,
+    task_flags_with_evidence,
+    task_get,
+    task_history,
+    task_replaced,
+    task_trail,
+    tasks_by_ids,
+)
+from inspector.selectors.tasksets import (
+    flagged_task_count,
+    taskset_exists,
+    taskset_latest_version,
+    taskset_rows,
+    version_last_finished,
+    version_overview,
+)
+
+__all__ = [
+    "REPORT_COLUMNS",
+    "KeysFirstPaginator",
+    "QueueFilter",
+    "clean_tasks",
+    "csv_stream",
+    "flag_get",
+    "flagged_task_count",
+    "inspection_get",
+    "manifest_lines",
+    "parquet_bytes",
+    "queue_page_tasks",
+    "queue_tasks",
+    "report_lines",
+    "report_rows",
+    "reviewer_names",
+    "task_files",
+    "task_flags",
+    "task_flags_with_evidence",
+    "task_get",
+    "task_history",
+    "task_replaced",
+    "task_trail",
+    "tasks_by_ids",
+    "taskset_exists",
+    "taskset_latest_version",
+    "taskset_rows",
+    "terminal_probe_results",
+    "user_named",
+    "version_inspections",
+    "version_last_finished",
+    "version_overview",
+]
