@@ -129,7 +129,7 @@ def taskset_detail(request: HttpRequest, name: str) -> HttpResponse:
             latest, inspection=inspection, finished_id=finished_id
         )
         context["terminal"] = tasks.filter(kind=Task.TERMINAL).exists()
-        from inspector.detect.signals import learnability_distribution
+        from inspector.detect.signals.learning_signal import learnability_distribution
 
         rates = tasks.filter(last_inspection__isnull=False).values_list(
             "sample_pass_rate", flat=True
