@@ -218,7 +218,7 @@ INSPECT_PROBES = [
     p for p in env("INSPECT_PROBES", "null,exit-zero,atexit-exit,eq-always").split(",") if p
 ]
 
-# Deeper analysis of function tasks (inspector/detect/signals.py). Mutants of the reference run
+# Deeper analysis of function tasks (inspector/detect/signals/). Mutants of the reference run
 # through the check; every solution (reference, samples, mutants) is called on the same inputs
 # (the arguments in the task's tests and variations of them) to compare behaviours.
 INSPECT_MUTANTS = envint("INSPECT_MUTANTS", "12")

@@ -14,7 +14,7 @@ import pytest
 
 from inspector.detect.behaviour import behaviour_inputs, behaviour_program, parse_behaviour
 from inspector.detect.mutants import OPERATORS, Mutant, generate_mutants
-from inspector.detect.signals import surviving_mutants
+from inspector.detect.signals.mutant_survivors import surviving_mutants
 from inspector.formats.humaneval import humaneval_program
 
 PROMPT = '''from typing import List

@@ -16,12 +16,9 @@ from inspector.detect.behaviour import (
 from inspector.detect.depth import analyse_depth
 from inspector.detect.domain import domain_inputs, infer_domain
 from inspector.detect.examples import example_contradictions, prompt_examples
-from inspector.detect.signals import (
-    accepted_disagreements,
-    reference_disagrees,
-    sample_groups,
-    slow_reference,
-)
+from inspector.detect.signals.accepted_wrong import accepted_disagreements
+from inspector.detect.signals.behaviour_groups import sample_groups
+from inspector.detect.signals.reference import reference_disagrees, slow_reference
 
 
 def vector(outputs: dict[str, object], inputs: list[str]) -> BehaviourVector:

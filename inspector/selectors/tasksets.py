@@ -44,7 +44,7 @@ def version_overview(version: TaskSetVersion) -> dict:
     """What a version's page shows beside its charts: flag counts of its last finished
     inspection, how many tasks are quarantined and clean, whether it holds terminal tasks, the
     spread of its sample pass rates, and the harness's own findings."""
-    from inspector.detect.signals import learnability_distribution
+    from inspector.detect.signals.learning_signal import learnability_distribution
     from inspector.selectors.exports import clean_tasks
 
     tasks = version.tasks.all()
