@@ -60,11 +60,9 @@ def terminal_parse(
     line and field) or ArchiveError (a hostile or corrupt archive); nothing is stored either way."""
     from inspector.detect.lint import lint_terminal_task
     from inspector.formats.archive import ArchiveLimits, read_tree
-    from inspector.formats.terminal import (
-        content_hash,
-        read_terminal_samples_jsonl,
-        read_terminal_taskset,
-    )
+    from inspector.formats.terminal.samples import read_terminal_samples_jsonl
+    from inspector.formats.terminal.source import content_hash
+    from inspector.formats.terminal.taskset import read_terminal_taskset
 
     limits = ArchiveLimits(
         max_files=settings.ARCHIVE_MAX_FILES,
