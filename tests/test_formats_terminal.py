@@ -15,14 +15,9 @@ import pytest
 
 from inspector.formats.archive import FileEntry, read_tree
 from inspector.formats.humaneval import TaskSetFormatError
-from inspector.formats.terminal import (
-    content_hash,
-    file_bytes,
-    file_text,
-    looks_like_terminal_upload,
-    read_terminal_samples_jsonl,
-    read_terminal_taskset,
-)
+from inspector.formats.terminal.samples import read_terminal_samples_jsonl
+from inspector.formats.terminal.source import content_hash, file_bytes, file_text
+from inspector.formats.terminal.taskset import looks_like_terminal_upload, read_terminal_taskset
 
 ROOT = Path(__file__).resolve().parent.parent
 HARBOR_DEMO = ROOT / "inspector" / "demo" / "terminal"
@@ -505,3 +500,15 @@ def test_archives_are_told_apart_from_jsonl_uploads(tmp_path):
     assert not looks_like_terminal_upload("tasks.jsonl", jsonl)
     assert not looks_like_terminal_upload("tasks.jsonl.gz", gzip.compress(jsonl)[:4096])
     assert not looks_like_terminal_upload("tasks.jsonl.gz", gzip.compress(os.urandom(10))[:4])
+
+
+def test_the_package_still_exports_its_public_names():
+    # Callers that import from inspector.formats.terminal itself get the modules' own objects.
+    import inspector.formats.terminal as package
+    from inspector.formats.terminal import samples, source, taskset
+
+    assert package.read_terminal_taskset is taskset.read_terminal_taskset is read_terminal_taskset
+    assert package.read_terminal_samples_jsonl is samples.read_terminal_samples_jsonl
+    assert package.content_hash is source.content_hash
+    for name in package.__all__:
+        assert getattr(package, name) is not None, name

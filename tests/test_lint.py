@@ -9,7 +9,7 @@ import pytest
 
 from inspector.detect.lint import LINT_CODES, lint_terminal_task
 from inspector.formats.archive import FileEntry, read_tree
-from inspector.formats.terminal import read_terminal_taskset
+from inspector.formats.terminal.taskset import read_terminal_taskset
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "inspector" / "demo"

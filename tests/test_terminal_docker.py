@@ -20,7 +20,7 @@ import pytest
 
 from inspector.detect.terminal_probes import TERMINAL_PROBE_DESCRIPTIONS, TERMINAL_PROBES
 from inspector.formats.archive import read_tree
-from inspector.formats.terminal import read_terminal_taskset
+from inspector.formats.terminal.taskset import read_terminal_taskset
 from workers.sandbox.terminal import (
     OWNER_LABEL,
     PIDNS_LABEL,

@@ -47,7 +47,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from inspector.formats.terminal import file_text
+from inspector.formats.terminal.source import file_text
 
 __all__ = ["LINT_CODES", "lint_terminal_task"]
 

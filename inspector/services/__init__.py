@@ -4,7 +4,8 @@ commands call these (through the names below); they hold no logic of their own.
 - `tasksets`: importing a task set as a new version;
 - `inspections`: starting an inspection, dispatching its runs, scheduled re-inspections;
 - `function_runs`: executing function tasks' runs in a sandbox session and recording them;
-- `terminal`: the same for terminal tasks (Docker), and reading terminal task folders;
+- `terminal_tasksets`: reading an upload of terminal task folders into the rows to store;
+- `terminal_runs`: executing terminal tasks' runs (Docker) and recording them;
 - `lifecycle`: counting runs done, sweeping runs whose lease ran out;
 - `analysis`: turning an inspection's runs into flags (detect/ does the work);
 - `review`: bulk actions on the review queue's tasks, saved filters;

@@ -20,8 +20,8 @@ from inspector.models import (
     Run,
     Task,
 )
-from inspector.services import terminal as services_terminal
 from inspector.services.lifecycle import inspection_progress
+from inspector.services.terminal_runs import terminal_runs_execute
 from workers.sandbox import Execution, Limits, Outcome, SandboxUnavailable, get_sandbox
 from workers.sandbox.session import FunctionSession, FunctionTask
 
@@ -118,7 +118,7 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     )
     terminal = [run for run in runs if run.task.kind == Task.TERMINAL]
     if terminal:
-        services_terminal.terminal_runs_execute(terminal, token=token)
+        terminal_runs_execute(terminal, token=token)
         runs_done = runs
         runs = [run for run in runs if run.task.kind != Task.TERMINAL]
         if not runs:

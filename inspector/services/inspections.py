@@ -20,8 +20,8 @@ from inspector.models import (
     TaskSet,
     TaskSetVersion,
 )
-from inspector.services import terminal as services_terminal
 from inspector.services.errors import ServiceError
+from inspector.services.terminal_runs import terminal_runs_plan
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
 
     if terminal:
         term = config["terminal"]
-        plan = services_terminal.terminal_runs_plan(
+        plan = terminal_runs_plan(
             mode=config["mode"],
             probes=term["probes"],
             repeats={"reference": term["reference_repeats"], "probe": term["probe_repeats"]},

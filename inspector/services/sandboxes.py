@@ -7,8 +7,8 @@ import logging
 
 from django.conf import settings
 
-from inspector.services import terminal as services_terminal
 from inspector.services.function_runs import run_limits, sandbox_backend
+from inspector.services.terminal_runs import terminal_sweep
 from workers.sandbox import SandboxUnavailable
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def sandbox_sweep() -> dict[str, int]:
     if settings.SANDBOX_CGROUPS != "off":
         swept["cgroups"] = cgroups.sweep(cgroups.detect(settings.SANDBOX_CGROUP_ROOT or None))
     try:
-        swept["terminal_containers"] = services_terminal.terminal_sweep()
+        swept["terminal_containers"] = terminal_sweep()
     except Exception as exc:  # noqa: BLE001 - no Docker engine here: nothing of ours to sweep
         logger.info("no terminal containers swept: %s", exc)
     if settings.SANDBOX_BACKEND == "docker":

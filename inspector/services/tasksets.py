@@ -19,8 +19,8 @@ from inspector.models import (
     TaskSet,
     TaskSetVersion,
 )
-from inspector.services import terminal as services_terminal
 from inspector.services.errors import ServiceError
+from inspector.services.terminal_tasksets import is_terminal_upload, terminal_parse
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +60,13 @@ def taskset_import(
             raise ServiceError("Nothing to import: give a tasks file or a folder of tasks.")
         head = tasks_file.read(4096)
         tasks_file.seek(0)
-        if services_terminal.is_terminal_upload(head):
+        if is_terminal_upload(head):
             tasks_input = tasks_file
     if tasks_input is not None:
         from inspector.formats.archive import ArchiveError
 
         try:
-            parsed = services_terminal.terminal_parse(
+            parsed = terminal_parse(
                 tasks=tasks_input,
                 tasks_name=tasks_name,
                 samples_file=samples_file,
