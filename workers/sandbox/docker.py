@@ -735,7 +735,7 @@ def sweep(older_than_seconds: float = 0, *, all_of_this_host: bool = False, api=
         except (DockerException, OSError) as exc:
             raise SandboxUnavailable(f"the Docker engine does not answer: {exc}") from None
     try:
-        listed = api.containers(all=True, filters={"label": f"{LABEL}=1"})
+        listed = OWNERS.listed(api)
     except (DockerException, OSError) as exc:
         raise SandboxUnavailable(f"cannot list the sandbox containers: {exc}") from None
     removed = OWNERS.sweep(

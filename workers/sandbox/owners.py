@@ -5,7 +5,8 @@ containers are ours at all), the owner "<host>:<pid>", the owner's start time (f
 /proc/<pid>/stat, so that a reused pid is not mistaken for the owner) and the owner's pid
 namespace (a pid means nothing in another one). `OwnerLabels` names those four labels for one
 kind of container (the function sandboxes' and the terminal runs'), makes them for this process,
-and tells whether a listed container's owner is gone."""
+lists the engine's containers of that kind, and tells whether a listed container's owner is
+gone."""
 
 from __future__ import annotations
 
@@ -75,6 +76,11 @@ class OwnerLabels:
             return False  # a worker of another pid namespace: its pid means nothing here
         started = proc_start_time(pid)
         return started is None or started != labels.get(self.started, started)
+
+    def listed(self, api) -> list[dict]:
+        """The engine's containers of this kind (those with the marker label), running or not:
+        what a sweep looks at."""
+        return api.containers(all=True, filters={"label": f"{self.marker}=1"})
 
     def sweep(
         self,
