@@ -2,7 +2,7 @@
 Docker (a task's image built once per message) and recording each outcome exactly once, and
 sweeping the run containers that killed workers left behind.
 
-The Docker work itself is in workers/sandbox/terminal.py and the plain-data analysis of the
+The Docker work itself is in workers/sandbox/terminal/ and the plain-data analysis of the
 outcomes in inspector/detect/terminal.py."""
 
 from __future__ import annotations
