@@ -1,4 +1,4 @@
-"""Fast tests of the planted-defect benchmark's builder (bench/planted.py), without the platform:
+"""Fast tests of the planted-defect benchmark's builder (bench/planted/), without the platform:
 the set is reproducible for a seed, well formed, readable by the platform's importer, and every
 planted defect is what it claims. The code they run is HumanEval's, or derived from it by the
 builder (rewrites, single mutations, the hand-written readings), in a subprocess of their own
@@ -8,30 +8,23 @@ from __future__ import annotations
 
 import ast
 import collections
-import importlib.util
 import json
 import os
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from bench.planted.build import build_planted_set, load_humaneval
+from bench.planted.catalogue import EXCLUDED, FLAGS, KINDS, NATURAL_DUPLICATES, READINGS
+from bench.planted.checks import broken_expectations, one_assert, with_final_assert, without_asserts
+from bench.planted.mutation import mutants
+from bench.planted.plantedset import SAMPLE_ROLES
+from bench.planted.rewrites import correct_candidates
+from bench.planted.scoring import Score, print_score
+from bench.planted.write import truth_json, write_planted_set
 from inspector.formats.humaneval import read_taskset
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("bench_planted", ROOT / "bench" / "planted.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-planted = _load_bench()
 
 # Runs each program of a JSON list in a fresh namespace of one child process; prints pass/fail.
 RUNNER = r"""
@@ -82,12 +75,12 @@ def run_checks(jobs: list[tuple[str, str, str, str]], env: dict | None = None) -
 
 @pytest.fixture(scope="module")
 def built():
-    return planted.build_planted_set(seed=0)
+    return build_planted_set(seed=0)
 
 
 @pytest.fixture(scope="module")
 def humaneval():
-    return {task["task_id"]: task for task in planted.load_humaneval()}
+    return {task["task_id"]: task for task in load_humaneval()}
 
 
 def _dumped(planted_set) -> str:
@@ -95,7 +88,7 @@ def _dumped(planted_set) -> str:
         [
             planted_set.tasks,
             planted_set.samples,
-            planted.truth_json(planted_set.truth),
+            truth_json(planted_set.truth),
             planted_set.kinds,
             planted_set.roles,
         ]
@@ -122,10 +115,10 @@ def _chosen(built, per_kind: int = 2) -> list[str]:
 
 
 def test_same_seed_same_set_and_files(built, tmp_path):
-    again = planted.build_planted_set(seed=0)
+    again = build_planted_set(seed=0)
     assert _dumped(again) == _dumped(built)
-    first = planted.write_planted_set(tmp_path / "a", built)
-    second = planted.write_planted_set(tmp_path / "b", again)
+    first = write_planted_set(tmp_path / "a", built)
+    second = write_planted_set(tmp_path / "b", again)
     for one, other in zip(first, second, strict=True):
         assert one.read_bytes() == other.read_bytes()
     truth = json.loads(first[2].read_text())
@@ -136,11 +129,11 @@ def test_well_formed(built, humaneval):
     ids = [task["task_id"] for task in built.tasks]
     assert len(ids) == len(set(ids))
     assert set(built.truth) == set(ids) == set(built.kinds)
-    assert all(flags <= set(planted.FLAGS) for flags in built.truth.values())
+    assert all(flags <= set(FLAGS) for flags in built.truth.values())
     # All of HumanEval but what was left out, plus the near copies.
     copies = [task_id for task_id in ids if task_id.startswith("HumanEval/dup-")]
     assert set(ids) - set(copies) == set(humaneval) - set(built.left_out)
-    assert set(built.left_out) == set(planted.EXCLUDED)
+    assert set(built.left_out) == set(EXCLUDED)
     per_task = collections.Counter(sample["task_id"] for sample in built.samples)
     assert set(per_task) == set(ids) and set(per_task.values()) == {6}
     keys = [(sample["task_id"], sample["sample_id"]) for sample in built.samples]
@@ -148,9 +141,7 @@ def test_well_formed(built, humaneval):
     assert {(task_id, sample) for task_id, roles in built.roles.items() for sample in roles} == set(
         keys
     )
-    assert {r for roles in built.roles.values() for r in roles.values()} <= set(
-        planted.SAMPLE_ROLES
-    )
+    assert {r for roles in built.roles.values() for r in roles.values()} <= set(SAMPLE_ROLES)
     for task in built.tasks:
         compile(task["prompt"] + task["canonical_solution"] + "\n" + task["test"], "t", "exec")
     for sample in built.samples:
@@ -180,7 +171,7 @@ def test_counts_and_truth_rules(built):
         elif kind.startswith("weak_tests/"):
             assert "weak_tests" in flags <= {"weak_tests", "reward_hackable", "no_signal"}
         else:
-            flag = planted.KINDS[kind.split("/")[0]][0]
+            flag = KINDS[kind.split("/")[0]][0]
             assert flags == {flag}, (task_id, kind, flags)
     # A check without asserts lets `pass` through; every one of those says so.
     for task_id in _by_kind(built)["weak_tests/no-asserts"]:
@@ -188,7 +179,7 @@ def test_counts_and_truth_rules(built):
 
 
 def test_the_platform_reads_the_files(built, tmp_path):
-    tasks_path, samples_path, _ = planted.write_planted_set(tmp_path, built)
+    tasks_path, samples_path, _ = write_planted_set(tmp_path, built)
     with tasks_path.open("rb") as tasks, samples_path.open("rb") as samples:
         parsed = read_taskset(tasks, tasks_name="tasks.jsonl", samples_file=samples)
     assert len(parsed.tasks) == len(built.tasks)
@@ -228,7 +219,7 @@ def test_run_based_truth_matches_independent_runs(built, humaneval):
             flags.add("reward_hackable")
         if len(set(passed)) == 1:
             flags.add("no_signal")
-        main = planted.KINDS[kind.split("/")[0]][0] if kind != "clean" else None
+        main = KINDS[kind.split("/")[0]][0] if kind != "clean" else None
         assert built.truth[task_id] == flags | ({main} if main else set()), (task_id, kind)
         roles = built.roles[task_id]
         for sample, ok in zip(samples[task_id], passed, strict=True):
@@ -330,7 +321,7 @@ def test_duplicates_are_near_copies(built, humaneval):
         for copy, kind in built.kinds.items()
         if kind == "duplicate/copy"
     ]
-    pairs += list(planted.NATURAL_DUPLICATES)
+    pairs += list(NATURAL_DUPLICATES)
     assert {t for pair in pairs for t in pair} == {
         task_id for task_id, flags in built.truth.items() if "duplicate" in flags
     }
@@ -356,11 +347,11 @@ def test_duplicates_are_near_copies(built, humaneval):
 
 def test_readings_are_handwritten_and_rejected(built, humaneval):
     ambiguous = _by_kind(built)["ambiguous"]
-    assert set(ambiguous) <= set(planted.READINGS)
+    assert set(ambiguous) <= set(READINGS)
     jobs = []
     for task_id in ambiguous:
         task = humaneval[task_id]
-        jobs.append((task["prompt"], planted.READINGS[task_id], task["test"], task["entry_point"]))
+        jobs.append((task["prompt"], READINGS[task_id], task["test"], task["entry_point"]))
     assert not any(run_checks(jobs))
     for task_id in ambiguous:
         roles = collections.Counter(built.roles[task_id].values())
@@ -385,22 +376,22 @@ TOY = {
 
 
 def test_check_edits_on_a_toy_task():
-    bare = planted.without_asserts(TOY)
+    bare = without_asserts(TOY)
     assert "assert" not in bare and "candidate(v) == v + 1" in bare
-    one = planted.one_assert(TOY)
+    one = one_assert(TOY)
     assert one == "def check(candidate):\n    assert candidate(1) == 2\n"
-    (broken, said), *_ = planted.broken_expectations(TOY)
+    (broken, said), *_ = broken_expectations(TOY)
     assert "candidate(1) == 3" in broken and "expected 2 changed to 3" in said
-    flaky = planted.with_final_assert(TOY, "assert random.random() < 0.5")
+    flaky = with_final_assert(TOY, "assert random.random() < 0.5")
     assert flaky.startswith("import random\n")
     assert flaky.endswith("    assert random.random() < 0.5\n")
 
 
 def test_rewrites_and_mutants_on_a_toy_task():
-    rewrites = planted.correct_candidates(TOY)
+    rewrites = correct_candidates(TOY)
     assert rewrites[0] == TOY["canonical_solution"] and len(rewrites) == len(set(rewrites)) > 2
     assert any("y" not in _names(text) for text in rewrites[1:])  # a local renamed
-    found = {m.description: m.completion for m in planted.mutants(TOY["canonical_solution"], "")}
+    found = {m.description: m.completion for m in mutants(TOY["canonical_solution"], "")}
     assert found["line 1: `+` -> `-`"] == "    y = x - 1\n    return y\n"
     assert found["line 1: 1 -> 2"] == "    y = x + 2\n    return y\n"
     for completion in found.values():
@@ -416,14 +407,14 @@ def test_score_counts_and_tolerates_unknown_flags(capsys):
         {"task_id": "c", "flags": ["unsolvable"]},
         {"task_id": "d", "flags": []},
     ]
-    score = planted.Score()
+    score = Score()
     score.add(report, truth, kinds)
     assert (score.planted["flaky"], score.raised["flaky"], score.hits["flaky"]) == (1, 1, 1)
     assert score.missed["weak_tests"] == {"c": 1}
     assert score.false["anomaly"] == {"b": 1}
     assert (score.clean_tasks, score.clean_flagged) == (2, 1)
     assert "anomaly" in score.codes()
-    planted.print_score(score, kinds)
+    print_score(score, kinds)
     out = capsys.readouterr().out
     assert "clean tasks with any flag: 1 of 2" in out and "weak_tests: c" in out
     assert "anomaly: b (clean) odd" in out
