@@ -105,3 +105,20 @@ def test_the_selectors_only_read_they_never_call_a_service_or_enqueue_work():
     ]
     assert python_files("inspector/selectors"), "no selectors: the rule checks nothing"
     assert not offending, "\n".join(offending)
+
+
+def test_the_readme_layout_names_every_package_of_the_tree():
+    readme = (ROOT / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("```")[1]
+    packages = [
+        init.parent.relative_to(ROOT)
+        for part in ("inspector", "workers", "bench")
+        for init in (ROOT / part).rglob("__init__.py")
+        if "migrations" not in init.parts
+        and "templatetags" not in init.parts
+        and "management" not in init.parts
+        and init.parent != ROOT / part
+    ]
+    missing = [str(p) for p in packages if f"{p.name}/" not in layout]
+    assert packages, "no packages found: the rule checks nothing"
+    assert not missing, f"README's layout does not name: {', '.join(missing)}"
