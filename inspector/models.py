@@ -5,7 +5,7 @@ Methods here concern one row; workflows over several rows live in services/."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connections, models, router, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -14,6 +14,36 @@ from inspector.detect.codes import combined_severity
 
 class ClaimedByOther(Exception):
     """A review action on a task another reviewer is reviewing (their claim has not lapsed)."""
+
+
+def rows_update(objs: list, fields: tuple[str, ...] | list[str], *, batch_size: int = 2000) -> int:
+    """Write `fields` of each of `objs` (instances of one model, each with a primary key) back
+    to its row: one UPDATE statement run for every row (executemany), where Django's
+    bulk_update builds a CASE expression per field and row (0.5 s of Python for 164 tasks with
+    ten fields, the most of an analysis). Like bulk_update it sends no signals. Returns the
+    rows written."""
+    if not objs:
+        return 0
+    model = type(objs[0])
+    db = router.db_for_write(model)
+    connection = connections[db]
+    meta = model._meta
+    concrete = [meta.get_field(name) for name in fields]
+    quote = connection.ops.quote_name
+    sql = "UPDATE {} SET {} WHERE {} = %s".format(
+        quote(meta.db_table),
+        ", ".join(f"{quote(field.column)} = %s" for field in concrete),
+        quote(meta.pk.column),
+    )
+    rows = [
+        [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in concrete]
+        + [obj.pk]
+        for obj in objs
+    ]
+    with transaction.atomic(using=db, savepoint=False), connection.cursor() as cursor:
+        for start in range(0, len(rows), batch_size):
+            cursor.executemany(sql, rows[start : start + batch_size])
+    return len(rows)
 
 
 def claim_lapse():

@@ -155,7 +155,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "control_folder": str(BROKER_DIR / "control"),
-        "polling_interval": 0.05,
+        "polling_interval": 0.01,
     }
 else:
     # Unacknowledged messages of a worker killed mid-run come back after this long; the run

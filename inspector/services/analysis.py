@@ -18,6 +18,7 @@ from inspector.models import (
     Sample,
     Task,
     TaskSetVersion,
+    rows_update,
 )
 
 logger = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             task.learnability = deep.learnability if deep else None
             task.survivor_share = deep.survivor_share if deep else None
             task.cluster_count = deep.cluster_count if deep else None
-        Task.objects.bulk_update(
+        rows_update(
             tasks,
             (
                 "last_inspection",
@@ -173,7 +174,6 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
                 "survivor_share",
                 "cluster_count",
             ),
-            batch_size=1000,
         )
         now = timezone.now()
         Inspection.objects.filter(pk=inspection_id).update(

@@ -19,6 +19,7 @@ from inspector.models import (
     Task,
     TaskSet,
     TaskSetVersion,
+    rows_update,
 )
 from inspector.services.errors import ServiceError
 from inspector.services.terminal_runs import terminal_runs_plan
@@ -196,7 +197,7 @@ def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]
                         )
                     )
         runs[task.pk] = mine
-    Task.objects.bulk_update(changed, ("behaviour_inputs",), batch_size=1000)
+    rows_update(changed, ("behaviour_inputs",))
     return runs
 
 

@@ -24,9 +24,13 @@ def workers_alive(*, timeout: float = 1.0) -> list[str]:
 
 
 def sandbox_warm() -> None:
-    """Start a worker process's sandboxes ahead of its first message, and load the analysis
-    (pandas takes most of a second) before an inspection waits for it."""
-    import inspector.detect.flags  # noqa: F401
+    """Start a worker process's sandboxes ahead of its first message, and load the analysis's
+    libraries (pandas, scikit-learn, scipy: about a second) before an inspection waits for
+    them: the analysis is the last step of every inspection, when the other worker processes
+    have nothing left to do."""
+    from inspector.detect import load_libraries
+
+    load_libraries()
 
     if settings.SANDBOX_BACKEND == "docker":
         try:
