@@ -275,3 +275,88 @@ def test_weak_tests_and_a_wrong_example_are_found_on_postgresql_redis_and_the_do
     example = flag("double/example", "ambiguous").evidence["examples"][0]
     assert (example["expected"], example["reference_output"]) == ("7", "6")
     assert Run.objects.filter(kind=Run.BEHAVIOUR, outcome="passed").exists()
+
+
+def test_a_mutant_that_loops_forever_is_stopped_at_the_mutant_clock_not_the_runs(
+    import_taskset, inspect_now, settings
+):
+    from inspector import services
+
+    settings.INSPECT_MUTANTS = 0
+    settings.INSPECT_BEHAVIOUR = False
+    settings.INSPECT_PROBES = []
+    settings.INSPECT_SAMPLE_REPEATS = 0
+    settings.INSPECT_REFERENCE_REPEATS = 1
+    settings.RUN_WALL_SECONDS = 4
+    settings.INSPECT_MUTANT_WALL_SECONDS = 0.5
+    version = import_taskset(name="loops", tasks=[clamp_task("clamp/loop", FULL_CHECK)], samples=[])
+    with_reference = inspect_now(version)
+    (reference,) = with_reference.runs.all()
+    forever = {"completion": "    while True:\n        pass\n", "diff": "", "description": "loop"}
+    mutant = Run.objects.create(
+        inspection=with_reference, task=reference.task, kind=Run.MUTANT, probe="m1",
+        detail=forever, repeat=1,
+    )  # fmt: skip
+    alone = Run.objects.create(
+        inspection=with_reference, task=reference.task, kind=Run.MUTANT, probe="m2",
+        detail=forever, repeat=1,
+    )  # fmt: skip
+    reference.status = Run.QUEUED
+    reference.save(update_fields=("status",))
+
+    services.runs_execute(run_ids=[reference.pk, mutant.pk])
+    services.runs_execute(run_ids=[alone.pk])
+
+    mutant.refresh_from_db()
+    alone.refresh_from_db()
+    assert mutant.outcome == alone.outcome == "timed_out"
+    # Its reference passed fast in the same message: the mutant's clock is the short one.
+    assert mutant.duration < 2.0, mutant.duration
+    assert "0.5 s" in mutant.error
+    # No run of its reference came first: the run's own limit holds.
+    assert alone.duration >= 4.0, alone.duration
+
+
+def test_samples_that_repeat_the_reference_share_its_behaviour_run_and_its_verdicts(
+    import_taskset, inspect_now
+):
+    body = clamp_task("x", FULL_CHECK)["canonical_solution"]
+    samples = [{"task_id": "clamp/same", "completion": body} for _ in range(3)]
+    samples.append({"task_id": "clamp/same", "completion": "    return max(0, min(10, x))\n"})
+    inspect(import_taskset, inspect_now, [clamp_task("clamp/same", FULL_CHECK)], samples)
+
+    behaviour = list(
+        Run.objects.filter(kind=Run.BEHAVIOUR).exclude(probe__startswith="mutant:").order_by("pk")
+    )
+    by_probe = {run.probe: run for run in behaviour}
+    reference = by_probe[Run.REFERENCE]
+    copies = [r for r in behaviour if r.sample_id and r.sample.completion == body]
+    other = [r for r in behaviour if r.sample_id and r.sample.completion != body]
+    assert len(copies) == 3 and len(other) == 1
+    assert all(r.outcome == "passed" for r in behaviour)
+    # The same program ran once: its copies carry its very output and time.
+    for copy in copies:
+        assert (copy.stdout_tail, copy.duration) == (reference.stdout_tail, reference.duration)
+    # Another solution with the same behaviour: a run of its own, with a time of its own.
+    assert other[0].duration != reference.duration
+    assert not Flag.objects.filter(task__task_id="clamp/same", code="weak_tests").exists()
+
+
+def test_a_killed_mutants_behaviour_is_not_run_and_a_surviving_ones_is(import_taskset, inspect_now):
+    inspect(import_taskset, inspect_now, [clamp_task("clamp/weak", ONE_ASSERT)], [])
+
+    checks = {r.probe: r.outcome for r in Run.objects.filter(kind=Run.MUTANT)}
+    behaviour = {
+        r.probe.removeprefix("mutant:"): r
+        for r in Run.objects.filter(kind=Run.BEHAVIOUR, probe__startswith="mutant:")
+    }
+    assert set(checks) == set(behaviour)
+    killed = [m for m, outcome in checks.items() if outcome != "passed"]
+    survived = [m for m, outcome in checks.items() if outcome == "passed"]
+    assert killed and survived
+    for mutant_id in killed:
+        run = behaviour[mutant_id]
+        assert (run.outcome, run.error) == ("skipped", "not run: its mutant failed the check")
+    assert all(behaviour[m].outcome == "passed" for m in survived)
+    # What the flag rests on is unchanged: the survivors' behaviour, compared with the reference.
+    assert flag("clamp/weak", "weak_tests").evidence["survivors"]

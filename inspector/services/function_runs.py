@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import time
 import uuid
@@ -49,6 +50,11 @@ def run_limits() -> Limits:
     )
 
 
+# A mutant may run this many times longer than its reference's slowest run (see
+# INSPECT_MUTANT_WALL_SECONDS).
+MUTANT_WALL_FACTOR = 20
+
+
 def run_completion(run: Run) -> str:
     """The completion a run executes (for a behaviour run: the solution it observes)."""
     if run.kind == Run.MUTANT or (run.kind == Run.BEHAVIOUR and run.probe.startswith("mutant:")):
@@ -60,9 +66,22 @@ def run_completion(run: Run) -> str:
     return run.task.canonical_solution
 
 
-def _behaviour_execute(run: Run) -> Execution:
+def _behaviour_execute(run: Run, done: dict[str, Execution]) -> Execution:
     """Call the run's solution on the task's behaviour inputs in a one-off sandbox; the
-    analysis reads the behaviour vector from its stdout."""
+    analysis reads the behaviour vector from its stdout. The same program (the same solution
+    of the same task on the same inputs: samples that repeat each other or the reference) runs
+    once a message: `done` holds what each program that finished printed, by its text."""
+    program, limits = _behaviour_program(run)
+    key = hashlib.sha256(program.encode()).hexdigest()
+    if key in done:
+        return done[key]
+    execution = sandbox_backend().run_python(program, limits=limits)
+    if execution.outcome == Outcome.PASSED:
+        done[key] = execution
+    return execution
+
+
+def _behaviour_program(run: Run) -> tuple[str, Limits]:
     from inspector.detect.behaviour import TAIL_BYTES, behaviour_program, wall_seconds
 
     task = run.task
@@ -86,7 +105,18 @@ def _behaviour_execute(run: Run) -> Execution:
         output_bytes=limits.output_bytes,
         tail_bytes=max(limits.tail_bytes, TAIL_BYTES),
     )
-    return sandbox_backend().run_python(program, limits=limits)
+    return program, limits
+
+
+def mutant_wall_seconds(reference_seconds: float | None) -> float | None:
+    """A mutant's wall clock, from its reference's slowest run so far (None: not known, the
+    session's own limit holds)."""
+    if reference_seconds is None:
+        return None
+    return min(
+        settings.RUN_WALL_SECONDS,
+        max(settings.INSPECT_MUTANT_WALL_SECONDS, MUTANT_WALL_FACTOR * reference_seconds),
+    )
 
 
 def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
@@ -127,6 +157,11 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
         runs_done = runs
     tasks: dict[int, FunctionTask] = {}
     failed: dict[int, str] = {}
+    behaviour_done: dict[str, Execution] = {}
+    # Per task: its reference's slowest passing run in this message, for its mutants' clock.
+    reference_seconds: dict[int, float] = {}
+    # (task, "mutant:<id>") of the mutants whose check run in this message did not pass.
+    mutant_killed: dict[tuple[int, str], bool] = {}
     session: FunctionSession | None = None
     session_repeat = None
     # Outcomes are written a few at a time: a commit per run cost as much as the run itself.
@@ -153,9 +188,14 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                     (run, error_execution(f"inspection #{run.inspection_id} failed: {why}"))
                 )
                 continue
+            if run.kind == Run.BEHAVIOUR and mutant_killed.get((run.task_id, run.probe)):
+                # A killed mutant's behaviour is never read (only a mutant the check lets
+                # through is compared with the reference): most mutants' programs are skipped.
+                pending.append((run, skipped_execution("its mutant failed the check")))
+                continue
             if run.kind == Run.BEHAVIOUR:
                 try:
-                    execution = _behaviour_execute(run)
+                    execution = _behaviour_execute(run, behaviour_done)
                 except SandboxUnavailable as exc:
                     execution = error_execution(f"sandbox unavailable: {exc}")
                 pending.append((run, execution))
@@ -175,7 +215,19 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                         sandbox_backend().session(limits=run_limits()),
                         run.repeat,
                     )
-                execution = session.run(run_completion(run), task=tasks[run.task_id])
+                wall = None
+                if run.kind == Run.MUTANT:
+                    wall = mutant_wall_seconds(reference_seconds.get(run.task_id))
+                execution = session.run(
+                    run_completion(run), task=tasks[run.task_id], wall_seconds=wall
+                )
+                if run.kind == Run.MUTANT and execution.outcome != Outcome.SANDBOX_ERROR:
+                    # (a sandbox error is retried: its verdict is not known yet)
+                    mutant_killed[(run.task_id, f"mutant:{run.probe}")] = not execution.passed
+                if run.kind == Run.REFERENCE and execution.passed:
+                    reference_seconds[run.task_id] = max(
+                        execution.duration, reference_seconds.get(run.task_id, 0.0)
+                    )
             except SandboxUnavailable as exc:
                 message = f"sandbox unavailable: {exc}"
                 logger.error("run %s of inspection %s: %s", run.pk, run.inspection_id, message)
@@ -251,6 +303,17 @@ def error_execution(message: str) -> Execution:
         stdout_tail="",
         stderr_tail="",
         error=message,
+    )
+
+
+def skipped_execution(reason: str) -> Execution:
+    return Execution(
+        outcome=Outcome.SKIPPED,
+        exit_code=None,
+        duration=0.0,
+        stdout_tail="",
+        stderr_tail="",
+        error=f"not run: {reason}",
     )
 
 

@@ -41,6 +41,9 @@ class Outcome(StrEnum):
     OUT_OF_MEMORY = "out_of_memory"
     OUTPUT_TRUNCATED = "output_truncated"
     SANDBOX_ERROR = "sandbox_error"
+    # Never said by a sandbox: the platform did not run the program, because its result could
+    # not change anything (a behaviour program of a mutant its check had already killed).
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True)

@@ -268,23 +268,35 @@ class FunctionSession:
         self._channels.update(pending)
         return self._channels[SOLUTION], self._channels[CHECK]
 
-    def run(self, completion: str, *, task: FunctionTask | None = None) -> Execution:
+    def run(
+        self,
+        completion: str,
+        *,
+        task: FunctionTask | None = None,
+        wall_seconds: float | None = None,
+    ) -> Execution:
+        """One run in a pristine fork. `wall_seconds`, at most the session's limit, shortens
+        this run's wall clock (a mutant of a fast reference need not be given ten seconds to
+        loop forever); a run that reaches it ends the session, as any timeout does."""
         task = task or self.task
         assert task is not None, "a session made without a task needs one per run"
+        wall = self.limits.wall_seconds
+        if wall_seconds is not None:
+            wall = min(wall, wall_seconds)
         try:
-            return self._run(completion, task)
+            return self._run(completion, task, wall)
         except _EndedBeforeStart:
             # The solution's runner ended between runs: it ends its sandbox when it cannot
             # clean up after a run (or not in time). This run starts again in a fresh pair,
             # with a clock of its own: the last run's mess is no verdict against it.
             try:
-                return self._run(completion, task)
+                return self._run(completion, task, wall)
             except _EndedBeforeStart as exc:
                 return self._result(Outcome.SANDBOX_ERROR, exc.started, error=str(exc))
 
-    def _run(self, completion: str, task: FunctionTask) -> Execution:
+    def _run(self, completion: str, task: FunctionTask, wall: float) -> Execution:
         started = time.monotonic()
-        deadline = started + self.limits.wall_seconds
+        deadline = started + wall
         try:
             solution, check = self._ensure_channels()
         except ChannelClosed as exc:
@@ -325,7 +337,7 @@ class FunctionSession:
                     f"{type(exc).__name__} {exc}; {why}",
                 ) from None
             started = time.monotonic()
-            deadline = started + self.limits.wall_seconds
+            deadline = started + wall
             while True:
                 message = check.recv(deadline)
                 if message.get("op") == "verdict":
@@ -345,7 +357,7 @@ class FunctionSession:
             return self._result(
                 Outcome.TIMED_OUT,
                 started,
-                error=f"wall-clock limit of {self.limits.wall_seconds:g} s reached",
+                error=f"wall-clock limit of {wall:g} s reached",
             )
         except (ChannelClosed, KeyError, ValueError) as exc:
             oom = self._oom_kills() > oom_before
