@@ -360,3 +360,29 @@ def test_a_killed_mutants_behaviour_is_not_run_and_a_surviving_ones_is(import_ta
     assert all(behaviour[m].outcome == "passed" for m in survived)
     # What the flag rests on is unchanged: the survivors' behaviour, compared with the reference.
     assert flag("clamp/weak", "weak_tests").evidence["survivors"]
+
+
+def test_a_sample_that_loops_forever_times_out_at_the_sample_clock(
+    import_taskset, inspect_now, settings
+):
+    settings.INSPECT_MUTANTS = 0
+    settings.INSPECT_BEHAVIOUR = False
+    settings.INSPECT_PROBES = []
+    settings.RUN_WALL_SECONDS = 6
+    settings.INSPECT_SAMPLE_WALL_SECONDS = 0.7
+    samples = [
+        {"task_id": "clamp/slow", "completion": "    while True:\n        pass\n"},
+        {"task_id": "clamp/slow", "completion": "    return max(0, min(10, x))\n"},
+    ]
+    version = import_taskset(
+        name="slow", tasks=[clamp_task("clamp/slow", FULL_CHECK)], samples=samples
+    )
+    inspection = inspect_now(version)
+
+    looping, right = (
+        inspection.runs.get(kind=Run.SAMPLE, sample__completion=s["completion"]) for s in samples
+    )
+    assert (looping.outcome, right.outcome) == ("timed_out", "passed")
+    assert looping.duration < 3.0, looping.duration
+    assert "0.7 s" in looping.error
+    assert {r.outcome for r in inspection.runs.filter(kind=Run.REFERENCE)} == {"passed"}
