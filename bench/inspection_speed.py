@@ -125,7 +125,8 @@ def main() -> None:
             "--samples", str(samples),
         )  # fmt: skip
         worker, _ = start_worker(env, conc, log)
-        seconds, _ = manage(env, "inspect", "humaneval", "--wait")
+        seconds, said = manage(env, "inspect", "humaneval", "--wait")
+        finished = [line for line in said.splitlines() if "finished in" in line]
         stop(worker)
         worker = None
         rows = json.loads(manage(env, "shell", "-c", DB_SCRIPT)[1].strip().splitlines()[-1])
@@ -143,6 +144,7 @@ def main() -> None:
     met = rate >= 3 * peer_rate
     print(f"target >= 3x the harness: {'met' if met else 'NOT met'} ({rate / peer_rate:.2f}x)")
     print(f"target <= 90 s of wall time: {'met' if seconds <= 90 else 'NOT met'} ({seconds:.1f} s)")
+    print("flags: " + (finished[-1].split(": ", 1)[-1].strip() if finished else "(not said)"))
     print(f"\n{'runs by kind':14}{'runs':>8}{'sandbox s':>11}  outcomes")
     for kind, n, secs, outcomes in by_kind(rows):
         said = ", ".join(f"{o} {c}" for o, c in sorted(outcomes.items()))
