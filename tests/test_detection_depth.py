@@ -277,14 +277,20 @@ def test_weak_tests_and_a_wrong_example_are_found_on_postgresql_redis_and_the_do
     assert Run.objects.filter(kind=Run.BEHAVIOUR, outcome="passed").exists()
 
 
+def checks_only(settings) -> None:
+    """References and samples through the check, and nothing deeper: no mutants made, no
+    behaviour programs, no probes."""
+    settings.INSPECT_MUTANTS = 0
+    settings.INSPECT_BEHAVIOUR = False
+    settings.INSPECT_PROBES = []
+
+
 def test_a_mutant_that_loops_forever_is_stopped_at_the_mutant_clock_not_the_runs(
     import_taskset, inspect_now, settings
 ):
     from inspector import services
 
-    settings.INSPECT_MUTANTS = 0
-    settings.INSPECT_BEHAVIOUR = False
-    settings.INSPECT_PROBES = []
+    checks_only(settings)
     settings.INSPECT_SAMPLE_REPEATS = 0
     settings.INSPECT_REFERENCE_REPEATS = 1
     settings.RUN_WALL_SECONDS = 4
@@ -365,9 +371,7 @@ def test_a_killed_mutants_behaviour_is_not_run_and_a_surviving_ones_is(import_ta
 def test_a_sample_that_loops_forever_times_out_at_the_sample_clock(
     import_taskset, inspect_now, settings
 ):
-    settings.INSPECT_MUTANTS = 0
-    settings.INSPECT_BEHAVIOUR = False
-    settings.INSPECT_PROBES = []
+    checks_only(settings)
     settings.RUN_WALL_SECONDS = 6
     settings.INSPECT_SAMPLE_WALL_SECONDS = 0.7
     samples = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import time
 import uuid
@@ -72,12 +71,11 @@ def _behaviour_execute(run: Run, done: dict[str, Execution]) -> Execution:
     of the same task on the same inputs: samples that repeat each other or the reference) runs
     once a message: `done` holds what each program that finished printed, by its text."""
     program, limits = _behaviour_program(run)
-    key = hashlib.sha256(program.encode()).hexdigest()
-    if key in done:
-        return done[key]
+    if program in done:
+        return done[program]
     execution = sandbox_backend().run_python(program, limits=limits)
     if execution.outcome == Outcome.PASSED:
-        done[key] = execution
+        done[program] = execution
     return execution
 
 
@@ -295,26 +293,19 @@ def _run_record(run: Run, execution: Execution) -> None:
     runs_record([(run, execution)])
 
 
-def error_execution(message: str) -> Execution:
+def not_run(outcome: Outcome, error: str) -> Execution:
+    """What is recorded for a run that no sandbox ran."""
     return Execution(
-        outcome=Outcome.SANDBOX_ERROR,
-        exit_code=None,
-        duration=0.0,
-        stdout_tail="",
-        stderr_tail="",
-        error=message,
+        outcome=outcome, exit_code=None, duration=0.0, stdout_tail="", stderr_tail="", error=error
     )
+
+
+def error_execution(message: str) -> Execution:
+    return not_run(Outcome.SANDBOX_ERROR, message)
 
 
 def skipped_execution(reason: str) -> Execution:
-    return Execution(
-        outcome=Outcome.SKIPPED,
-        exit_code=None,
-        duration=0.0,
-        stdout_tail="",
-        stderr_tail="",
-        error=f"not run: {reason}",
-    )
+    return not_run(Outcome.SKIPPED, f"not run: {reason}")
 
 
 def run_record_error(run: Run, message: str) -> None:
