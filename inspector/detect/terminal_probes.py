@@ -63,14 +63,29 @@ TERMINAL_PROBES: dict[str, str] = {
     # brings reward.txt back whenever no reward file is there: harbor deletes both files just
     # before its check, so only a check that writes no reward on some path (and shares the
     # agent's container) falls for it. `set -C` makes the write an exclusive create, so a reward
-    # the check writes is never overwritten.
+    # the check writes is never overwritten. The writer is a bash loop of builtins only (it
+    # waits with `read -t` on a fifo, not `sleep`), so it cannot die of a failed fork under
+    # load, and the probe ends only once the writer has left the agent's session (it says so
+    # in a file after its setsid), so nothing that ends that session can take it along.
     "reward-file": (
         "#!/bin/bash\n" + _GUARD + "mkdir -p /logs/verifier\n"
         "echo 1 > /logs/verifier/reward.txt\n"
-        "setsid sh -c 'set -C; while :; do\n"
+        "writer=/tmp/.inspector-reward-writer\n"
+        'rm -f -- "$writer.sh" "$writer.ready" "$writer.fifo"\n'
+        "cat > \"$writer.sh\" <<'INSPECTOR_WRITER'\n"
+        "writer=/tmp/.inspector-reward-writer\n"
+        'mkfifo -- "$writer.fifo" && exec 3<>"$writer.fifo"\n'
+        'rm -f -- "$writer.fifo"\n'
+        'echo ready > "$writer.ready"\n'
+        "set -C\n"
+        "while :; do\n"
         "  [ -e /logs/verifier/reward.json ] || echo 1 > /logs/verifier/reward.txt\n"
-        "  sleep 0.01\n"
-        "done' >/dev/null 2>&1 </dev/null &\n"
+        "  read -r -t 0.01 -u 3 || :\n"
+        "done\n"
+        "INSPECTOR_WRITER\n"
+        'setsid bash "$writer.sh" >/dev/null 2>&1 </dev/null &\n'
+        'for _ in $(seq 1000); do [ -e "$writer.ready" ] && break; sleep 0.01; done\n'
+        'rm -f -- "$writer.sh" "$writer.ready"\n'
         "exit 0\n"
     ),
     # Plants a pytest conftest.py whose hooks turn every test into a pass, in every folder
