@@ -1,6 +1,14 @@
+"""The Django admin: people and groups for the admins group, the inspector's records read-only.
+
+Members of the admins group open it without being staff (`_admin_site_open`), and what they may
+do there is the admins group's permissions (inspector.roles.ADMIN_PERMISSIONS). Only a
+superuser may make a superuser or hand out single permissions."""
+
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 
 from inspector.models import (
     ApiToken,
@@ -14,6 +22,60 @@ from inspector.models import (
     TaskSet,
     TaskSetVersion,
 )
+from inspector.roles import is_admin
+
+
+def _admin_site_open(request) -> bool:
+    user = request.user
+    return user.is_active and (user.is_staff or is_admin(user))
+
+
+admin.site.has_permission = _admin_site_open
+admin.site.site_header = "Environment inspector: administration"
+admin.site.site_url = "/"
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class PeopleAdmin(UserAdmin):
+    """Django's user admin, where an admin who is not a superuser cannot raise anyone's powers
+    beyond the two groups (is_superuser, is_staff and single permissions stay as they are)."""
+
+    list_display = ("username", "email", "is_active", "group_names", "last_login")
+    list_filter = ("is_active", "groups")
+
+    @admin.display(description="groups")
+    def group_names(self, user) -> str:
+        return ", ".join(sorted(group.name for group in user.groups.all())) or "-"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("groups")
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if request.user.is_superuser:
+            return fields
+        return (
+            *fields,
+            "is_superuser",
+            "is_staff",
+            "user_permissions",
+            "last_login",
+            "date_joined",
+        )
+
+    def has_change_permission(self, request, obj=None):
+        # A non-superuser may not edit (or reset the password of) a superuser.
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)
 
 
 @admin.register(TaskSet)

@@ -76,6 +76,7 @@ def inspection_json(inspection: Inspection) -> dict:
         "runs_done": inspection.runs_done,
         "runs_total": inspection.runs_total,
         "percent": inspection.percent,
+        "seconds_left": inspection.progress()["seconds_left"],
         "created_at": inspection.created_at.isoformat(),
         "finished_at": inspection.finished_at.isoformat() if inspection.finished_at else None,
         "error": inspection.error,

@@ -370,6 +370,45 @@ class Inspection(models.Model):
     def percent(self) -> int:
         return int(100 * self.runs_done / self.runs_total) if self.runs_total else 100
 
+    def seconds_left(self, now=None) -> float | None:
+        """An estimate of the seconds until the last run is done, from the pace so far (runs
+        done since it started); None when there is nothing to go on yet (not started, no run
+        done) or nothing left."""
+        if self.status != Inspection.RUNNING or self.started_at is None or not self.runs_done:
+            return None
+        left = self.runs_total - self.runs_done
+        if left <= 0:
+            return None
+        elapsed = ((now or timezone.now()) - self.started_at).total_seconds()
+        if elapsed <= 0:
+            return None
+        return left * elapsed / self.runs_done
+
+    def progress(self, now=None) -> dict:
+        """What a progress bar shows: status, runs, percent and the time left, as plain data."""
+        left = self.seconds_left(now)
+        return {
+            "id": self.pk,
+            "status": self.status,
+            "runs_done": self.runs_done,
+            "runs_total": self.runs_total,
+            "percent": self.percent,
+            "seconds_left": None if left is None else round(left, 1),
+            "left": duration_words(left) if left is not None else "",
+            "error": self.error,
+        }
+
+
+def duration_words(seconds: float) -> str:
+    """'about 40 s left', 'about 3 min left', 'about 2 h 5 min left'."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"about {max(seconds, 1)} s left"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"about {minutes} min left"
+    return f"about {minutes // 60} h {minutes % 60} min left"
+
 
 class Run(models.Model):
     REFERENCE = "reference"

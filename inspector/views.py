@@ -164,16 +164,7 @@ def inspection_progress(request: HttpRequest, pk: int) -> JsonResponse:
     inspection = selectors.inspection_get(pk)
     if inspection is None:
         raise Http404(f"no inspection #{pk}")
-    return JsonResponse(
-        {
-            "id": inspection.pk,
-            "status": inspection.status,
-            "runs_done": inspection.runs_done,
-            "runs_total": inspection.runs_total,
-            "percent": inspection.percent,
-            "error": inspection.error,
-        }
-    )
+    return JsonResponse(inspection.progress())
 
 
 def _queue_filter(request: HttpRequest):

@@ -3,6 +3,7 @@ an upload reaches the page only as escaped JSON."""
 
 from __future__ import annotations
 
+import datetime
 import html
 import json
 import re
@@ -11,6 +12,7 @@ from collections import Counter
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -231,7 +233,11 @@ def test_a_running_inspection_shows_a_progress_bar_that_polls_every_second(
 ):
     version = import_taskset()
     running = Inspection.objects.create(
-        version=version, status=Inspection.RUNNING, runs_total=40, runs_done=10
+        version=version,
+        status=Inspection.RUNNING,
+        runs_total=40,
+        runs_done=10,
+        started_at=timezone.now() - datetime.timedelta(seconds=1000),
     )
     page = taskset_page(reviewer_client)
     progress = reviewer_client.get(f"/inspections/{running.pk}/progress").json()
@@ -239,14 +245,48 @@ def test_a_running_inspection_shows_a_progress_bar_that_polls_every_second(
     assert f'data-url="/inspections/{running.pk}/progress"' in page and 'data-active="1"' in page
     assert "10 / 40 runs" in page and 'id="progress-percent">25%' in page
     assert "setTimeout(tick, 1000)" in page and "window.location.reload()" in page
+    # 10 runs in 1,000 s: the 30 left take about 3,000 s.
+    assert 3000 <= progress.pop("seconds_left") < 3100
     assert progress == {
         "id": running.pk,
         "status": "running",
         "runs_done": 10,
         "runs_total": 40,
         "percent": 25,
+        "left": "about 50 min left",
         "error": "",
     }
+    assert " · about 50 min left" in page
+
+
+def test_while_an_inspection_runs_inspect_is_disabled_and_its_row_updates_live(
+    lead_client, import_taskset
+):
+    version = import_taskset()
+    running = Inspection.objects.create(
+        version=version, status=Inspection.QUEUED, runs_total=40, runs_done=0
+    )
+    page = taskset_page(lead_client)
+
+    button = re.search(r'<button type="submit" id="inspect"[^>]*>', page).group(0)
+    assert "disabled" in button and f"Inspection #{running.pk} is still queued" in button
+    assert "estimating the time left" in page
+    assert f'<tr id="inspection-{running.pk}">' in page and '<td class="runs">0/40</td>' in page
+    assert 'row.querySelector(".runs").textContent' in page
+    # The server refuses a second one too, whatever the button says.
+    response = lead_client.post(f"/tasksets/{version.taskset.name}/inspect", follow=True)
+    assert f"Inspection #{running.pk} of" in response.content.decode()
+    assert Inspection.objects.count() == 1
+
+
+def test_a_finished_set_offers_inspect_again(lead_client, import_taskset):
+    version = import_taskset()
+    Inspection.objects.create(
+        version=version, status=Inspection.FINISHED, runs_total=4, runs_done=4
+    )
+    button = re.search(r'<button type="submit" id="inspect"[^>]*>', taskset_page(lead_client))
+
+    assert "disabled" not in button.group(0)
 
 
 def test_a_finished_inspection_does_not_poll(reviewer_client, inspected):

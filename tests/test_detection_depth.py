@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from django.core.management import call_command
 
 from inspector import selectors
-from inspector.models import Flag, Run, Task
+from inspector.models import Flag, Inspection, Run, Task
 from tests.builders import task
 
 pytestmark = pytest.mark.django_db
@@ -318,7 +319,9 @@ def test_a_mutant_that_loops_forever_is_stopped_at_the_mutant_clock_not_the_runs
     assert mutant.outcome == alone.outcome == "timed_out"
     # Its reference passed fast in the same message: the mutant's clock is the short one.
     assert mutant.duration < 2.0, mutant.duration
-    assert "0.5 s" in mutant.error
+    # 20x its reference's run, at least 0.5 s (a loaded machine makes the reference slower).
+    limit = float(re.search(r"wall-clock limit of ([0-9.]+) s", mutant.error).group(1))
+    assert 0.5 <= limit < 2.0, mutant.error
     # No run of its reference came first: the run's own limit holds.
     assert alone.duration >= 4.0, alone.duration
 
@@ -397,3 +400,101 @@ def test_a_slow_right_sample_passes_in_every_repeat_however_its_runs_are_batched
     inspection.refresh_from_db()
     assert inspection.status == inspection.FINISHED  # analysed once the last run was recorded
     assert not Flag.objects.filter(task__task_id="clamp/slow", code="flaky").exists()
+
+
+def test_a_near_duplicate_links_to_its_twin_and_shows_how_the_prompts_differ(
+    import_taskset, inspect_now, reviewer_client
+):
+    twin_a = clamp_task("clamp/twin-a", FULL_CHECK)
+    twin_a["prompt"] = prompt(
+        "clamp", "Clamp the integer x into the closed range 0 to 10, both in."
+    )
+    twin_b = clamp_task("clamp/twin-b", FULL_CHECK)
+    twin_b["prompt"] = prompt(
+        "clamp", "Clamp the integer x into the closed range 0 to 10, both in!"
+    )
+    inspect(import_taskset, inspect_now, [twin_a, twin_b], [])
+
+    duplicate = flag("clamp/twin-a", "duplicate")
+    page = reviewer_client.get(duplicate.task.get_absolute_url()).content.decode()
+
+    other_url = Task.objects.get(task_id="clamp/twin-b").get_absolute_url()
+    assert f'<a href="{other_url}" class="duplicate-of"><strong>clamp/twin-b</strong></a>' in page
+    assert "How the two prompts differ" in page and "both in!" in page
+    assert "Evidence: 0 runs" not in page
+
+
+def test_no_signal_shows_the_runs_of_the_samples_that_all_end_alike(
+    import_taskset, inspect_now, reviewer_client
+):
+    samples = [
+        {"task_id": "clamp/full", "sample_id": f"s{i}", "completion": body}
+        for i, body in enumerate(
+            ["    return min(10, max(0, x))\n", "    return max(0, min(10, x))\n"]
+        )
+    ]
+    inspect(import_taskset, inspect_now, [clamp_task("clamp/full", FULL_CHECK)], samples)
+
+    quiet = flag("clamp/full", "no_signal")
+    page = reviewer_client.get(quiet.task.get_absolute_url()).content.decode()
+
+    assert len(quiet.evidence_run_ids) == 2
+    assert "Evidence: 2 runs" in page and "Evidence: 0 runs" not in page
+
+
+def test_an_anomaly_on_the_survivor_share_shows_the_set_median_and_the_mutants_that_survived():
+    from inspector.detect.depth import _anomalies
+
+    features = {
+        key: {"survivor_share": 0.0, "reference_pass_rate": 1.0, "mean_seconds": 0.02}
+        for key in range(12)
+    }
+    features[7]["survivor_share"] = 0.5
+    survivor = {
+        "mutant_id": "m3", "description": "== to !=", "diff": "--- a\n+++ b\n", "input": "(2,)",
+        "reference_output": "4", "mutant_output": "5",
+    }  # fmt: skip
+    evidence = {
+        7: (
+            {"survivors": [survivor], "survivor_count": 1, "killed": 1, "equivalent": 0,
+             "survivor_share": 0.5},
+            [70],
+        )
+    }  # fmt: skip
+
+    (found,) = _anomalies(features, set(), evidence)
+
+    assert found.task_key == 7 and found.evidence_run_ids == (70,)
+    assert "survivor_share 0.50 where the set's median is 0.00" in found.explanation
+    assert found.evidence["feature_rows"][0] == {
+        "name": "survivor_share", "value": 0.5, "usual": 0.0, "z": found.evidence["feature_rows"][0]["z"],
+    }  # fmt: skip
+    assert found.evidence["survivors"] == [survivor]
+
+
+def test_the_task_page_shows_an_anomaly_as_a_table_beside_the_set_median(
+    import_taskset, reviewer_client
+):
+    version = import_taskset(name="odd", tasks=[clamp_task("clamp/odd", FULL_CHECK)], samples=[])
+    inspection = Inspection.objects.create(version=version, status=Inspection.FINISHED)
+    odd = version.tasks.get()
+    odd.last_inspection = inspection
+    odd.save(update_fields=("last_inspection",))
+    Flag.objects.create(
+        task=odd, inspection=inspection, code="anomaly", severity=5, confidence=0.9,
+        explanation="odd among its task set",
+        evidence={
+            "score": 0.81, "features": ["survivor_share"], "values": {"survivor_share": 0.5},
+            "feature_rows": [{"name": "survivor_share", "value": 0.5, "usual": 0.0, "z": 10.0}],
+            "survivors": [{"mutant_id": "m3", "description": "== to !=", "diff": "--- a\n+++ b\n",
+                           "input": "(2,)", "reference_output": "4", "mutant_output": "5"}],
+            "survivor_count": 1, "killed": 1, "equivalent": 0, "survivor_share": 0.5,
+        },
+    )  # fmt: skip
+
+    page = reviewer_client.get(odd.get_absolute_url()).content.decode()
+
+    assert '<table class="anomaly-features">' in page
+    assert "<td><code>survivor_share</code></td><td>0.500</td><td>0.000</td><td>10.0</td>" in page
+    assert "1 surviving mutant, 1 killed" in page and "<code>m3</code>" in page
+    assert "Evidence: 0 runs" not in page

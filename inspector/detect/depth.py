@@ -89,9 +89,10 @@ def analyse_depth(
     findings: list[FlagFinding] = []
     stats: dict[int, DepthStats] = {}
     features: dict[int, dict[str, float]] = {}
+    mutant_evidence: dict[int, tuple[dict, list[int]]] = {}
     for task in tasks:
         key = task["task_key"]
-        found, task_stats, task_features = _task_signals(
+        found, task_stats, task_features, mutant_evidence[key] = _task_signals(
             task, by_task.get(key, []), flagged.get(key, set()), settings
         )
         findings.extend(found)
@@ -100,7 +101,7 @@ def analyse_depth(
 
     findings.extend(_prompt_signals(tasks, other_prompts or {}, settings))
     raised = {f.task_key for f in findings} | {k for k, codes in flagged.items() if codes}
-    findings.extend(_anomalies(features, raised))
+    findings.extend(_anomalies(features, raised, mutant_evidence))
     findings.sort(key=lambda f: (f.task_key, -f.severity))
     return DepthAnalysis(findings=findings, stats=stats)
 
@@ -181,6 +182,7 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
     mean_rate = sum(sample_values) / len(sample_values) if sample_values else None
     survivor_share = None
     cluster_count = None
+    mutant_evidence: tuple[dict, list[int]] = ({}, [])
 
     # weak_tests: only a reference that passes its check says what the check should demand.
     accepted = None
@@ -202,20 +204,31 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
         checked = _checked_inputs(task)
         thin = bool(checked)
         by_mutants = result.weak and len(result.survivors) >= MIN_SURVIVORS
+        shown = []
+        for survivor in result.survivors[:MAX_SURVIVORS_SHOWN]:
+            detail = mutant_runs[survivor.mutant_id].get("detail") or {}
+            shown.append(
+                {
+                    "mutant_id": survivor.mutant_id,
+                    "description": detail.get("description", ""),
+                    "diff": detail.get("diff", ""),
+                    "input": survivor.difference.input,
+                    "reference_output": survivor.difference.left,
+                    "mutant_output": survivor.difference.right,
+                }
+            )
+        # What an anomaly on the survivor share shows: the mutants that survived, and where.
+        mutant_evidence = (
+            {
+                "survivor_share": result.survivor_share,
+                "survivors": shown,
+                "survivor_count": len(result.survivors),
+                "killed": result.killed,
+                "equivalent": result.equivalent,
+            },
+            [mutant_runs[s["mutant_id"]]["run_id"] for s in shown],
+        )
         if thin or by_mutants or accepted is not None:
-            shown = []
-            for survivor in result.survivors[:MAX_SURVIVORS_SHOWN]:
-                detail = mutant_runs[survivor.mutant_id].get("detail") or {}
-                shown.append(
-                    {
-                        "mutant_id": survivor.mutant_id,
-                        "description": detail.get("description", ""),
-                        "diff": detail.get("diff", ""),
-                        "input": survivor.difference.input,
-                        "reference_output": survivor.difference.left,
-                        "mutant_output": survivor.difference.right,
-                    }
-                )
             # Each reason that holds, strongest evidence first; the confidence is the best one's.
             reasons: list[tuple[float, str]] = []
             if thin:
@@ -406,6 +419,8 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
                 quiet.confidence,
                 quiet.explanation,
                 {"outcome": quiet.outcome, "samples": quiet.samples},
+                # One run of each sample: every one ends the same way.
+                [rs[0]["run_id"] for _, rs in sorted(sample_runs.items()) if rs],
             )
         )
 
@@ -423,7 +438,7 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
         "cluster_count": float(cluster_count or 0),
         "mean_seconds": sum(durations) / len(durations) if durations else 0.0,
     }
-    return found, stats, task_features
+    return found, stats, task_features, mutant_evidence
 
 
 def _accepted_evidence(accepted) -> list[dict]:
@@ -499,13 +514,29 @@ def _prompt_signals(
                 FlagCode.DUPLICATE,
                 confidence,
                 f"its prompt is {similarity:.0%} similar (TF-IDF cosine) to {name} {where}",
-                {"other": name, "where": where, "similarity": similarity},
+                {
+                    "other": name,
+                    "other_taskset": None if theirs[0] == "task" else _taskset_of(theirs[1]),
+                    "where": where,
+                    "similarity": similarity,
+                },
             )
         )
     return found
 
 
-def _anomalies(features: dict[int, dict[str, float]], raised: set[int]) -> list[FlagFinding]:
+def _taskset_of(other: Hashable) -> str | None:
+    """The task set of another set's prompt key ((set name, task id)), if it names one."""
+    return str(other[0]) if isinstance(other, tuple) else None
+
+
+def _anomalies(
+    features: dict[int, dict[str, float]],
+    raised: set[int],
+    mutant_evidence: Mapping[int, tuple[dict, list[int]]],
+) -> list[FlagFinding]:
+    """Odd tasks no rule flagged. The evidence is each named feature's value beside the set's
+    median, and, when the survivor share is one of them, the mutants that survived."""
     if len(features) < 10:
         return []
     import pandas as pd
@@ -518,16 +549,36 @@ def _anomalies(features: dict[int, dict[str, float]], raised: set[int]) -> list[
         if task_key in raised or score.score < ANOMALY_MIN_SCORE:
             continue
         named = ", ".join(
-            f"{name} {score.values.get(name, 0):.2f} (z {score.zscores.get(name, 0):+.1f})"
+            f"{name} {score.values.get(name, 0):.2f} where the set's median is "
+            f"{(score.usual or {}).get(name, 0):.2f} (robust z {score.zscores.get(name, 0):+.1f})"
             for name in score.features
         )
+        evidence: dict[str, Any] = {
+            "score": score.score,
+            "features": score.features,
+            "values": score.values,
+            "feature_rows": [
+                {
+                    "name": name,
+                    "value": score.values.get(name),
+                    "usual": (score.usual or {}).get(name),
+                    "z": score.zscores.get(name),
+                }
+                for name in score.features
+            ],
+        }
+        runs: list[int] = []
+        if "survivor_share" in score.features:
+            extra, runs = mutant_evidence.get(int(task_key), ({}, []))
+            evidence.update(extra)
         found.append(
             _finding(
                 int(task_key),
                 FlagCode.ANOMALY,
                 score.confidence,
                 f"odd among its task set (isolation score {score.score:.2f}): {named}",
-                {"score": score.score, "features": score.features, "values": score.values},
+                evidence,
+                runs,
             )
         )
     return found

@@ -34,14 +34,54 @@ def task_flags(task: Task) -> QuerySet[Flag]:
 
 def task_flags_with_evidence(task: Task) -> list[Flag]:
     """The latest inspection's flags, each with `evidence_runs` (the first EVIDENCE_SHOWN runs it
-    rests on, with their samples) and `evidence_more` (how many it does not show)."""
+    rests on, with their samples) and `evidence_more` (how many it does not show). A
+    `duplicate` flag also gets `other_task` (the task it resembles, where it still exists) and
+    `prompt_diff` (a unified diff of the two prompts)."""
     flags = list(task_flags(task))
     evidence_ids = {run_id for flag in flags for run_id in flag.evidence_run_ids}
     runs = {run.pk: run for run in Run.objects.filter(pk__in=evidence_ids).select_related("sample")}
     for flag in flags:
         flag.evidence_runs = [runs[i] for i in flag.evidence_run_ids if i in runs][:EVIDENCE_SHOWN]
         flag.evidence_more = max(0, len(flag.evidence_run_ids) - EVIDENCE_SHOWN)
+        if flag.code == "duplicate":
+            flag.other_task = _duplicate_of(task, flag.evidence or {})
+            flag.prompt_diff = _prompt_diff(task, flag.other_task)
     return flags
+
+
+def _duplicate_of(task: Task, evidence: dict) -> Task | None:
+    """The task a duplicate flag names: in the task's own version, or in the latest version of
+    the other set it names."""
+    other = evidence.get("other")
+    if not other:
+        return None
+    taskset = evidence.get("other_taskset")
+    if taskset is None and str(evidence.get("where", "")).startswith("in task set "):
+        taskset = str(evidence["where"])[len("in task set ") :]
+    if taskset is None:
+        return task.version.tasks.filter(task_id=other).first()
+    return (
+        Task.objects.filter(version__taskset__name=taskset, task_id=other)
+        .select_related("version__taskset")
+        .order_by("-version__number")
+        .first()
+    )
+
+
+def _prompt_diff(task: Task, other: Task | None) -> str:
+    if other is None:
+        return ""
+    import difflib
+
+    lines = difflib.unified_diff(
+        task.prompt.splitlines(),
+        other.prompt.splitlines(),
+        fromfile=f"{task.task_id} (this task)",
+        tofile=f"{other.task_id} ({other.version})",
+        lineterm="",
+        n=2,
+    )
+    return "\n".join(lines)
 
 
 def task_history(task: Task, *, inspections: int = 10) -> list[dict]:

@@ -357,7 +357,7 @@ class FunctionSession:
             return self._result(
                 Outcome.TIMED_OUT,
                 started,
-                error=f"wall-clock limit of {wall:g} s reached",
+                error=f"wall-clock limit of {wall:.3g} s reached",
             )
         except (ChannelClosed, KeyError, ValueError) as exc:
             oom = self._oom_kills() > oom_before

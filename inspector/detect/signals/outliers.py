@@ -19,6 +19,7 @@ class AnomalyScore:
     features: list[str]  # the strongest features, by robust z-score, strongest first
     zscores: dict[str, float]  # robust z-score of each named feature
     values: dict[str, float]  # the task's value of each named feature
+    usual: dict[str, float] | None = None  # the set's median of each named feature
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.score, self.features))
@@ -102,6 +103,7 @@ def anomalies(
             features=[str(name) for name in names],
             zscores={str(name): round(float(row[name]), 2) for name in names},
             values={str(name): float(numeric.iloc[position][name]) for name in names},
+            usual={str(name): round(float(median[name]), 4) for name in names},
         )
     return found
 

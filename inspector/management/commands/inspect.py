@@ -81,7 +81,8 @@ class Command(BaseCommand):
         filled = int(width * inspection.percent / 100)
         line = (
             f"\r[{'#' * filled}{'.' * (width - filled)}] {inspection.runs_done}/"
-            f"{inspection.runs_total} runs ({inspection.percent}%) {inspection.status}   "
+            f"{inspection.runs_total} runs ({inspection.percent}%) {inspection.status}"
+            f"{', ' + left if (left := inspection.progress()['left']) else ''}   "
         )
         self.stdout.write(line, ending="")
         self.stdout.flush()
