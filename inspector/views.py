@@ -184,6 +184,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         count_cap=filters.SEARCH_COUNT_CAP if filters.q else None,
     )
     page = paginator.get_page(request.GET.get("page"))
+    page.object_list = selectors.queue_flag_lines(page.object_list)
     query = urlencode(filters.as_query())
     return render(
         request,

@@ -5,6 +5,7 @@ exports that follow the filter."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 
 import pandas as pd
@@ -348,3 +349,18 @@ def test_the_queue_lists_only_the_latest_version_unless_a_version_is_asked_for(
     assert len(latest) == len(set(latest)) == 4
     assert 'class="queue-row"' in old and "planted v1" in old
     assert "planted v1" not in reviewer_client.get("/queue/").content.decode()
+
+
+def test_each_queue_row_says_in_one_line_why_each_open_flag_was_raised(reviewer_client, inspected):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    flagged = Flag.objects.filter(status=Flag.OPEN).select_related("task").first()
+    with CaptureQueriesContext(connection) as queries:
+        page = reviewer_client.get("/queue/").content.decode()
+
+    line = f"{flagged.code}: {flagged.explanation[:139]}"
+    assert 'class="muted flag-line"' in page
+    assert html.escape(line.split("…")[0], quote=True)[:60] in page
+    # One query for every row's explanations, not one a row.
+    assert sum("inspector_flag" in q["sql"] for q in queries.captured_queries) <= 2

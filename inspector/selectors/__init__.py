@@ -23,6 +23,7 @@ from inspector.selectors.inspections import inspection_get, version_inspections
 from inspector.selectors.queue import (
     KeysFirstPaginator,
     QueueFilter,
+    queue_flag_lines,
     queue_page_tasks,
     queue_tasks,
     reviewer_names,
@@ -59,6 +60,7 @@ __all__ = [
     "inspection_get",
     "manifest_lines",
     "parquet_bytes",
+    "queue_flag_lines",
     "queue_page_tasks",
     "queue_tasks",
     "report_lines",

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils.functional import cached_property
 
-from inspector.models import Task
+from inspector.models import Flag, Task
 
 # The queue's sort keys, as the URL names them, and the columns they order by (then by id).
 SORTS = {
@@ -171,6 +171,23 @@ class KeysFirstPaginator(Paginator):
 def queue_page_tasks(tasks: QuerySet[Task]) -> QuerySet[Task]:
     """`tasks` with only the columns a queue row shows (and the rows it joins)."""
     return tasks.select_related("version__taskset", "assignee", "claimed_by").only(*QUEUE_COLUMNS)
+
+
+def queue_flag_lines(tasks) -> list[Task]:
+    """The tasks of a queue page as a list, each with `flag_lines`: (code, explanation) of the
+    open flags of its latest inspection, in the order of its `open_flags`; one query in all."""
+    tasks = list(tasks)
+    latest = {task.pk: task.last_inspection_id for task in tasks}
+    lines: dict[int, dict[str, str]] = {}
+    for task_pk, inspection_pk, code, explanation in Flag.objects.filter(
+        task_id__in=list(latest), status__in=Flag.BLOCKING
+    ).values_list("task_id", "inspection_id", "code", "explanation"):
+        if latest.get(task_pk) == inspection_pk:
+            lines.setdefault(task_pk, {})[code] = explanation
+    for task in tasks:
+        mine = lines.get(task.pk, {})
+        task.flag_lines = [(code, mine[code]) for code in task.open_flag_list if code in mine]
+    return tasks
 
 
 def reviewer_names(limit: int = 200) -> list[str]:

@@ -42,9 +42,12 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
     )
     records = []
     deeper_runs: list[dict] = []
+    # Every run of each task, of every kind: the count its page and its history show.
+    runs_of: dict[int, int] = {}
     for pk, task_pk, kind, sample_id, probe, outcome, mode, error, duration in rows.iterator(
         chunk_size=5000
     ):
+        runs_of[task_pk] = runs_of.get(task_pk, 0) + 1
         if kind in (Run.MUTANT, Run.BEHAVIOUR):
             deeper_runs.append(
                 {"run_id": pk, "task_key": task_pk, "kind": kind, "key": probe, "outcome": outcome}
@@ -153,7 +156,7 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             task.severity = combined_severity([f.severity for f in mine])
             task.open_flags = ",".join(f.code for f in mine)
             task.pending_review = any(f.status == Flag.OPEN for f in mine)
-            task.runs_count = stats.runs if stats else 0
+            task.runs_count = runs_of.get(task.pk, 0)
             task.reference_pass_rate = stats.reference_pass_rate if stats else None
             task.sample_pass_rate = stats.sample_pass_rate if stats else None
             deep = depth.stats.get(task.pk) if depth else None
@@ -183,7 +186,12 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             updated_at=now,
         )
     logger.info(
-        "inspection %s analysed: %s flags on %s tasks", inspection_id, len(flags), len(tasks)
+        "inspection %s analysed: %s flags (%s blocking) on %s of its %s tasks",
+        inspection_id,
+        len(flags),
+        sum(len(mine) for mine in blocking.values()),
+        len({flag.task_id for flag in flags}),
+        len(tasks),
     )
     inspection.refresh_from_db()
     return inspection
