@@ -440,6 +440,9 @@ def test_no_signal_shows_the_runs_of_the_samples_that_all_end_alike(
 
     assert len(quiet.evidence_run_ids) == 2
     assert "Evidence: 2 runs" in page and "Evidence: 0 runs" not in page
+    # The set page's link for an advisory flag opens a queue that lists its task.
+    queue = reviewer_client.get("/queue/?taskset=depth&flag=no_signal").content.decode()
+    assert 'data-task-id="clamp/full"' in queue and "no_signal: " in queue
 
 
 def test_an_anomaly_on_the_survivor_share_shows_the_set_median_and_the_mutants_that_survived():

@@ -8,9 +8,11 @@ from dataclasses import dataclass, fields
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils.functional import cached_property
 
+from inspector.detect.codes import ADVISORY
 from inspector.models import Flag, Task
 
 # The queue's sort keys, as the URL names them, and the columns they order by (then by id).
@@ -80,15 +82,28 @@ def queue_tasks(filters: QueueFilter, *, user=None) -> QuerySet[Task]:
     else:
         tasks = tasks.filter(in_latest_version=True)
     if filters.flag:
-        # open_flags lists the codes of the latest inspection's open and confirmed flags.
         code = filters.flag
-        tasks = tasks.filter(
-            Q(open_flags=code)
-            | Q(open_flags__startswith=code + ",")
-            | Q(open_flags__endswith="," + code)
-            | Q(open_flags__contains="," + code + ","),
-            severity__gt=0,
-        )
+        if code in ADVISORY and code not in settings.ADVISORY_FLAGS_THAT_BLOCK:
+            # An advisory flag does not block, so open_flags leaves it out: ask the flags.
+            tasks = tasks.filter(
+                Exists(
+                    Flag.objects.filter(
+                        task_id=OuterRef("pk"),
+                        inspection_id=OuterRef("last_inspection_id"),
+                        code=code,
+                        status__in=Flag.BLOCKING,
+                    )
+                )
+            )
+        else:
+            # open_flags lists the codes of the latest inspection's open and confirmed flags.
+            tasks = tasks.filter(
+                Q(open_flags=code)
+                | Q(open_flags__startswith=code + ",")
+                | Q(open_flags__endswith="," + code)
+                | Q(open_flags__contains="," + code + ","),
+                severity__gt=0,
+            )
     if filters.severity.isdigit():
         tasks = tasks.filter(severity__gte=int(filters.severity))
     elif filters.shows_flagged_only:
@@ -175,7 +190,8 @@ def queue_page_tasks(tasks: QuerySet[Task]) -> QuerySet[Task]:
 
 def queue_flag_lines(tasks) -> list[Task]:
     """The tasks of a queue page as a list, each with `flag_lines`: (code, explanation) of the
-    open flags of its latest inspection, in the order of its `open_flags`; one query in all."""
+    open and confirmed flags of its latest inspection, the blocking ones first (in the order of
+    its `open_flags`), then the advisory ones; one query in all."""
     tasks = list(tasks)
     latest = {task.pk: task.last_inspection_id for task in tasks}
     lines: dict[int, dict[str, str]] = {}
@@ -186,7 +202,8 @@ def queue_flag_lines(tasks) -> list[Task]:
             lines.setdefault(task_pk, {})[code] = explanation
     for task in tasks:
         mine = lines.get(task.pk, {})
-        task.flag_lines = [(code, mine[code]) for code in task.open_flag_list if code in mine]
+        first = [code for code in task.open_flag_list if code in mine]  # the blocking ones
+        task.flag_lines = [(code, mine[code]) for code in first + sorted(set(mine) - set(first))]
     return tasks
 
 
