@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connection, transaction
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils.functional import cached_property
 
