@@ -8,12 +8,12 @@ import functools
 import json
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from inspector import selectors, services
-from inspector.downloads import jsonl_download
+from inspector.downloads import jsonl_download, refused_status, table_download
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.models import ApiToken, ClaimedByOther, Inspection, Task
 from inspector.roles import is_admin, is_reviewer
@@ -247,11 +247,51 @@ def task_release(request: HttpRequest, pk: int) -> JsonResponse:
     return JsonResponse(task_json(task))
 
 
+def _export_source(request: HttpRequest, name: str):
+    """The inspection an export comes from (`?inspection=N` pins it), or the error response:
+    404 no such set or inspection, 409 nothing finished to export from (naming the inspection
+    in the way, with its progress), 400 a pin that is not a number."""
+    try:
+        return selectors.export_source(
+            taskset_name=name, inspection_id=request.GET.get("inspection")
+        )
+    except services.ServiceError as exc:
+        extra = {}
+        if getattr(exc, "inspection", None) is not None:
+            extra["inspection"] = inspection_json(exc.inspection)
+        return error(refused_status(exc), str(exc), **extra)
+
+
 @api_view("admin", ("GET",))
 def manifest(request: HttpRequest, name: str) -> StreamingHttpResponse | JsonResponse:
-    if not selectors.taskset_exists(name=name):
-        return error(404, f"no task set named {name!r}")
-    return jsonl_download(selectors.manifest_lines(taskset_name=name), f"{name}-manifest.jsonl")
+    source = _export_source(request, name)
+    if isinstance(source, JsonResponse):
+        return source
+    return jsonl_download(
+        selectors.manifest_lines(source=source), source.filename("manifest", "jsonl"), source
+    )
+
+
+@api_view("admin", ("GET",))
+def report(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
+    """Every task of the latest version with its flags and figures: JSONL (the lines of
+    `export_report`), or the report table as CSV or Parquet (the browser's report downloads)."""
+    source = _export_source(request, name)
+    if isinstance(source, JsonResponse):
+        return source
+    filename = source.filename("report", fmt)
+    if fmt == "jsonl":
+        return jsonl_download(selectors.report_lines(source=source), filename, source)
+    return table_download(selectors.report_table_rows(source=source), fmt, filename, source)
+
+
+@csrf_exempt
+@login_not_required
+def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any other path under /api/: a JSON 404, never a page or the login redirect."""
+    return error(
+        404, f"no API operation at {request.path}; the operations are listed at /api/openapi.json"
+    )
 
 
 @login_not_required

@@ -11,6 +11,8 @@ ERROR = {
     "properties": {
         "error": {"type": "string"},
         "issues": {"type": "array", "items": {"type": "string"}},
+        # An export refused with 409: the inspection in the way (running, queued, failed).
+        "inspection": {"$ref": "#/components/schemas/Inspection"},
     },
 }
 
@@ -111,6 +113,70 @@ def _query(name: str, description: str, schema: dict | None = None) -> dict:
     }
 
 
+INSPECTION_PIN = {
+    "name": "inspection",
+    "in": "query",
+    "required": False,
+    "description": "pin the export to this finished inspection of the task set (its verdicts, "
+    "of its version); default: the latest version's last finished inspection",
+    "schema": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+}
+
+EXPORT_HEADERS = {
+    "X-Inspection-Id": {
+        "description": "the inspection the export comes from",
+        "required": True,
+        "schema": {"type": "integer"},
+    },
+    "X-Newer-Inspection-Id": {
+        "description": "a newer inspection of the version, queued or running: the export is "
+        "from the last finished one until it finishes",
+        "schema": {"type": "integer"},
+    },
+    "X-Export-Note": {
+        "description": "the newer inspection's progress, and what to do",
+        "schema": {"type": "string"},
+    },
+}
+
+
+def _export(operation_id: str, summary: str, media_type: str) -> dict:
+    body = "binary" if media_type == "application/vnd.apache.parquet" else None
+    schema = {"type": "string", "format": body} if body else {"type": "string"}
+    return {
+        "get": {
+            "operationId": operation_id,
+            "summary": summary,
+            "description": "Refused with 409 while the version has no finished inspection to "
+            "export from (one queued or running: the body names it with its progress; never "
+            "inspected; or every inspection failed). While a newer inspection runs after a "
+            "finished one, the export comes from the finished one and the headers say so.",
+            "parameters": [NAME, INSPECTION_PIN],
+            "responses": {
+                "200": {
+                    "description": "the file, as an attachment named after the set, version "
+                    "and inspection",
+                    "headers": EXPORT_HEADERS,
+                    "content": {media_type: {"schema": schema}},
+                },
+                "400": _json(
+                    {"$ref": "#/components/schemas/Error"}, "`inspection` is not a whole number"
+                ),
+                **_errors(401, 403),
+                "404": _json(
+                    {"$ref": "#/components/schemas/Error"},
+                    "no such task set, or no such inspection of it",
+                ),
+                "409": _json(
+                    {"$ref": "#/components/schemas/Error"},
+                    "nothing finished to export from, or the pinned inspection is not finished: "
+                    "`inspection` is the inspection in the way, with its progress",
+                ),
+            },
+        }
+    }
+
+
 def document(server: str = "") -> dict:
     reason_body = {
         "required": True,
@@ -137,7 +203,7 @@ def document(server: str = "") -> dict:
             "title": "Environment inspection API",
             "version": "1",
             "description": "Upload task sets, inspect them, triage their tasks and pull the "
-            "clean manifest. Authenticate with `Authorization: Bearer <token>`; tokens are "
+            "clean manifest and the report. Authenticate with `Authorization: Bearer <token>`; tokens are "
             "made and revoked on the Tokens page and act with their user's roles.",
         },
         "servers": [{"url": server}] if server else [],
@@ -233,20 +299,28 @@ def document(server: str = "") -> dict:
                     },
                 }
             },
-            "/api/v1/tasksets/{name}/manifest.jsonl": {
-                "get": {
-                    "operationId": "downloadManifest",
-                    "summary": "The clean manifest of the latest version, streamed (admin)",
-                    "parameters": [NAME],
-                    "responses": {
-                        "200": {
-                            "description": "one JSON object a line",
-                            "content": {"application/jsonl": {"schema": {"type": "string"}}},
-                        },
-                        **_errors(401, 403, 404),
-                    },
-                }
-            },
+            "/api/v1/tasksets/{name}/manifest.jsonl": _export(
+                "downloadManifest",
+                "The clean tasks of the latest version by its last finished inspection, one "
+                "JSON object a line (the task's line as uploaded plus `quality`), streamed (admin)",
+                "application/jsonl",
+            ),
+            "/api/v1/tasksets/{name}/report.jsonl": _export(
+                "downloadReportJsonl",
+                "Every task of the latest version with its flags, their status, explanations "
+                "and evidence, and its figures, one JSON object a line (admin)",
+                "application/jsonl",
+            ),
+            "/api/v1/tasksets/{name}/report.csv": _export(
+                "downloadReportCsv",
+                "The report table of the latest version's tasks as CSV, streamed (admin)",
+                "text/csv",
+            ),
+            "/api/v1/tasksets/{name}/report.parquet": _export(
+                "downloadReportParquet",
+                "The report table of the latest version's tasks as Parquet (admin)",
+                "application/vnd.apache.parquet",
+            ),
             "/api/v1/inspections/{id}": {
                 "get": {
                     "operationId": "getInspection",

@@ -82,7 +82,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "inspector.middleware.LoginRequiredMiddleware",
 ]
 
 ROOT_URLCONF = "inspector.urls"

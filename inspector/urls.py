@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from inspector import api, views
 
@@ -39,11 +39,21 @@ urlpatterns = [
     path("api/v1/tasksets", api.tasksets, name="api-tasksets"),
     path("api/v1/tasksets/<str:name>/inspections", api.inspection_start, name="api-inspect"),
     path("api/v1/tasksets/<str:name>/manifest.jsonl", api.manifest, name="api-manifest"),
+    *(
+        path(
+            f"api/v1/tasksets/<str:name>/report.{fmt}",
+            api.report,
+            {"fmt": fmt},
+            name=f"api-report-{fmt}",
+        )
+        for fmt in ("jsonl", "csv", "parquet")
+    ),
     path("api/v1/inspections/<int:pk>", api.inspection_detail, name="api-inspection"),
     path("api/v1/tasks", api.task_list, name="api-tasks"),
     path("api/v1/tasks/<int:pk>", api.task_detail, name="api-task"),
     path("api/v1/tasks/<int:pk>/quarantine", api.task_quarantine, name="api-quarantine"),
     path("api/v1/tasks/<int:pk>/release", api.task_release, name="api-release"),
+    re_path(r"^api/(?P<rest>.*)$", api.not_found, name="api-not-found"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]

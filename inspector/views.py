@@ -16,7 +16,6 @@ from django.http import (
     HttpResponseRedirect,
     JsonResponse,
     QueryDict,
-    StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -25,7 +24,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from inspector import charts, selectors, services
-from inspector.downloads import jsonl_download
+from inspector.downloads import jsonl_download, refused_status, table_download
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.forms import BulkForm, DismissForm, QuarantineForm, QueueFilterForm, UploadForm
 from inspector.models import ApiToken, ClaimedByOther, Flag, Task, TaskSet
@@ -136,25 +135,40 @@ def taskset_inspect(request: HttpRequest, name: str) -> HttpResponse:
     return redirect(taskset)
 
 
+def _export_source(request: HttpRequest, name: str, *, version: bool = False):
+    """The inspection a download of the set comes from (`?inspection=N` pins it; `?version=N`,
+    where allowed, picks a version), or the text response that says why there is none."""
+    try:
+        return selectors.export_source(
+            taskset_name=name,
+            inspection_id=request.GET.get("inspection"),
+            version_number=request.GET.get("version") if version else None,
+        )
+    except services.ServiceError as exc:
+        return HttpResponse(
+            f"{exc}\n", status=refused_status(exc), content_type="text/plain; charset=utf-8"
+        )
+
+
 @require_GET
 @admin_required
-def taskset_manifest(request: HttpRequest, name: str) -> StreamingHttpResponse:
-    taskset = _get_taskset(name)
-    version = selectors.taskset_latest_version(name=taskset.name)
+def taskset_manifest(request: HttpRequest, name: str) -> HttpResponse:
+    source = _export_source(request, name)
+    if isinstance(source, HttpResponse):
+        return source
     return jsonl_download(
-        selectors.manifest_lines(taskset_name=taskset.name),
-        f"{taskset.name}-v{version.number}-manifest.jsonl",
+        selectors.manifest_lines(source=source), source.filename("manifest", "jsonl"), source
     )
 
 
 @require_GET
 @admin_required
-def taskset_report(request: HttpRequest, name: str) -> StreamingHttpResponse:
-    taskset = _get_taskset(name)
-    version = selectors.taskset_latest_version(name=taskset.name)
+def taskset_report(request: HttpRequest, name: str) -> HttpResponse:
+    source = _export_source(request, name)
+    if isinstance(source, HttpResponse):
+        return source
     return jsonl_download(
-        selectors.report_lines(taskset_name=taskset.name),
-        f"{taskset.name}-v{version.number}-report.jsonl",
+        selectors.report_lines(source=source), source.filename("report", "jsonl"), source
     )
 
 
@@ -246,40 +260,28 @@ def queue_bulk(request: HttpRequest) -> HttpResponse:
 @require_GET
 @admin_required
 def queue_export(request: HttpRequest, fmt: str) -> HttpResponse:
-    """The tasks the queue's filter matches (flagged or not) as CSV (streamed) or Parquet."""
+    """The tasks the queue's filter matches (flagged or not) as CSV (streamed) or Parquet: what
+    the queue shows now, each row naming the inspection its flags come from."""
     if fmt not in ("csv", "parquet"):
         raise Http404("exports are .csv or .parquet")
     _, filters = _queue_filter(request)
     tasks = selectors.queue_tasks(filters, user=request.user)
-    return _report_response(tasks, fmt, "queue")
-
-
-def _report_response(tasks, fmt: str, stem: str) -> HttpResponse:
-    rows = selectors.report_rows(tasks)
-    if fmt == "csv":
-        response = StreamingHttpResponse(
-            selectors.csv_stream(rows), content_type="text/csv; charset=utf-8"
-        )
-    else:
-        response = HttpResponse(
-            selectors.parquet_bytes(rows), content_type="application/vnd.apache.parquet"
-        )
-    response["Content-Disposition"] = f'attachment; filename="{stem}-report.{fmt}"'
-    return response
+    return table_download(selectors.report_rows(tasks), fmt, f"queue-report.{fmt}")
 
 
 @require_GET
 @admin_required
 def taskset_report_table(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
-    """Every task of the set's latest version (or `?version=N`) as CSV or Parquet."""
+    """Every task of the set's latest version (or `?version=N`) as CSV or Parquet, by its last
+    finished inspection (or `?inspection=N`)."""
     if fmt not in ("csv", "parquet"):
         raise Http404("reports are .jsonl, .csv or .parquet")
-    taskset = _get_taskset(name)
-    filters = selectors.QueueFilter(
-        taskset=taskset.name, version=request.GET.get("version", "").strip(), all="1"
+    source = _export_source(request, name, version=True)
+    if isinstance(source, HttpResponse):
+        return source
+    return table_download(
+        selectors.report_table_rows(source=source), fmt, source.filename("report", fmt), source
     )
-    tasks = selectors.queue_tasks(filters).order_by("position", "id")
-    return _report_response(tasks, fmt, taskset.name)
 
 
 @require_POST

@@ -166,7 +166,8 @@ def test_an_unavailable_sandbox_fails_the_inspection_with_a_message_instead_of_p
 
     assert inspection.status == Inspection.FAILED
     assert "sandbox unavailable" in inspection.error
-    assert list(selectors.manifest_lines(taskset_name="planted")) == []
+    with pytest.raises(services.Conflict, match=f"inspection #{inspection.pk} failed"):
+        selectors.manifest_lines(taskset_name="planted")  # refused, not an empty manifest
 
 
 def test_each_repeat_of_a_run_gets_an_interpreter_with_a_hash_seed_of_its_own(

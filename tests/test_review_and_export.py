@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 
 from inspector import selectors
@@ -192,10 +193,15 @@ def test_the_manifest_holds_only_clean_inspected_tasks_with_their_own_fields_and
     }
 
 
-def test_a_version_not_yet_inspected_exports_an_empty_manifest(inspected, import_taskset):
+def test_a_version_not_yet_inspected_is_refused_rather_than_exported_empty(
+    inspected, import_taskset, tmp_path
+):
     import_taskset()  # v2, not inspected
+    out = tmp_path / "manifest.jsonl"
 
-    assert manifest_ids() == []
+    with pytest.raises(CommandError, match="planted v2 has not been inspected yet"):
+        call_command("export_manifest", "planted", "-o", str(out))
+    assert not out.exists()
 
 
 def test_the_manifest_download_streams_the_same_lines_in_the_same_order(lead_client, inspected):
@@ -203,7 +209,10 @@ def test_the_manifest_download_streams_the_same_lines_in_the_same_order(lead_cli
     response = lead_client.get("/tasksets/planted/manifest.jsonl")
     body = b"".join(response.streaming_content).decode()
 
-    assert response["Content-Disposition"] == 'attachment; filename="planted-v1-manifest.jsonl"'
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="planted-v1-inspection{inspected.pk}-manifest.jsonl"'
+    )
+    assert response["X-Inspection-Id"] == str(inspected.pk)
     assert [json.loads(x)["task_id"] for x in body.splitlines()] == [
         "planted/clean",
         "planted/hackable",

@@ -5,18 +5,27 @@ building queries themselves; the services (inspector/services/) hold the writes.
 - `tasks`: one task with its flags and their evidence, its history, trail and files;
 - `inspections`: one inspection, a version's inspections;
 - `queue`: the review queue's filter, its tasks and its paginator;
+- `export_source`: which finished inspection an export comes from, or why there is none;
 - `exports`: the clean tasks, the training manifest, the per-task report and report tables.
 
 A selector changes nothing; between these modules only public names are imported."""
 
+from inspector.selectors.export_source import (
+    ExportSource,
+    export_source,
+    inspection_progress_text,
+)
 from inspector.selectors.exports import (
     REPORT_COLUMNS,
+    Figures,
     clean_tasks,
     csv_stream,
+    inspection_figures,
     manifest_lines,
     parquet_bytes,
     report_lines,
     report_rows,
+    report_table_rows,
     terminal_probe_results,
 )
 from inspector.selectors.inspections import inspection_get, version_inspections
@@ -51,13 +60,18 @@ from inspector.selectors.tasksets import (
 
 __all__ = [
     "REPORT_COLUMNS",
+    "ExportSource",
+    "Figures",
     "KeysFirstPaginator",
     "QueueFilter",
     "clean_tasks",
     "csv_stream",
+    "export_source",
     "flag_get",
     "flagged_task_count",
+    "inspection_figures",
     "inspection_get",
+    "inspection_progress_text",
     "manifest_lines",
     "parquet_bytes",
     "queue_flag_lines",
@@ -65,6 +79,7 @@ __all__ = [
     "queue_tasks",
     "report_lines",
     "report_rows",
+    "report_table_rows",
     "reviewer_names",
     "task_files",
     "task_flags",

@@ -1,5 +1,10 @@
 """What leaves the platform: the clean tasks of a version, the training manifest, the per-task
-report (JSONL) and the report table (CSV or Parquet) of any queue filter's tasks."""
+report (JSONL) and the report table (CSV or Parquet) of any queue filter's tasks.
+
+Every export of a task set comes from one finished inspection, its ExportSource (export_source.py:
+the version's last finished one, or the one it is pinned to). An export pinned to an earlier
+inspection reads that inspection's flags and runs; the tasks' quarantine, a reviewer's decision
+about the task now, is read as it stands."""
 
 from __future__ import annotations
 
@@ -7,9 +12,10 @@ import csv
 import io
 import logging
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from inspector.models import (
     Flag,
@@ -18,34 +24,127 @@ from inspector.models import (
     Task,
     TaskSetVersion,
 )
-from inspector.selectors.tasksets import taskset_latest_version
+from inspector.selectors.export_source import ExportSource, export_source
+from inspector.selectors.tasksets import version_last_finished
 
 logger = logging.getLogger(__name__)
 
+# Runs the rates leave out, as the analysis does: faults of the infrastructure, not of the task.
+NOT_COUNTED = ("sandbox_error", "build_failed")
 
-def clean_tasks(*, version: TaskSetVersion):
-    """Active, inspected (its reference really ran), and with no flag still blocking it."""
+
+def clean_tasks(*, version: TaskSetVersion, inspection: Inspection | None = None):
+    """Active, inspected (its reference really ran) and with no flag still blocking it, by the
+    verdicts of `inspection` (default: the version's last finished one; none: no task)."""
     from inspector.detect.codes import ADVISORY
 
+    last = version_last_finished(version)
+    inspection = inspection or last
+    if inspection is None:
+        return version.tasks.none()
     advisory = ADVISORY - set(settings.ADVISORY_FLAGS_THAT_BLOCK)
     blocking = Flag.objects.filter(
-        task=OuterRef("pk"), inspection=OuterRef("last_inspection"), status__in=Flag.BLOCKING
+        task=OuterRef("pk"), inspection_id=inspection.pk, status__in=Flag.BLOCKING
     ).exclude(code__in=advisory)
-    return (
-        version.tasks.filter(
-            status=Task.ACTIVE,
-            last_inspection__status=Inspection.FINISHED,
-            reference_pass_rate__isnull=False,
-        )
-        .exclude(Exists(blocking))
-        .order_by("position")
+    tasks = version.tasks.filter(status=Task.ACTIVE)
+    if last is not None and last.pk == inspection.pk:
+        # The tasks' own columns hold this inspection's figures.
+        tasks = tasks.filter(last_inspection_id=inspection.pk, reference_pass_rate__isnull=False)
+    else:
+        ran = Run.objects.filter(
+            task=OuterRef("pk"), inspection_id=inspection.pk, kind=Run.REFERENCE
+        ).exclude(outcome__in=NOT_COUNTED)
+        tasks = tasks.filter(Exists(ran))
+    return tasks.exclude(Exists(blocking)).order_by("position")
+
+
+@dataclass(frozen=True)
+class Figures:
+    runs: int
+    reference_pass_rate: float | None
+    sample_pass_rate: float | None
+    # Of the deeper analysis; kept on the task for its last inspection only.
+    learnability: float | None = None
+    survivor_share: float | None = None
+    cluster_count: int | None = None
+
+
+def _task_figures(task: Task) -> Figures:
+    return Figures(
+        runs=task.runs_count,
+        reference_pass_rate=task.reference_pass_rate,
+        sample_pass_rate=task.sample_pass_rate,
+        learnability=task.learnability,
+        survivor_share=task.survivor_share,
+        cluster_count=task.cluster_count,
     )
 
 
-def manifest_lines(*, taskset_name: str) -> Iterator[dict]:
-    """The clean tasks of the latest version, each line the task's own fields plus `quality`."""
-    version = taskset_latest_version(name=taskset_name)
-    for task in clean_tasks(version=version).iterator(chunk_size=1000):
+def inspection_figures(inspection: Inspection) -> dict[int, Figures]:
+    """Per task: its runs and pass rates in `inspection`, recomputed from the stored runs as the
+    analysis counts them (sandbox errors and failed builds left out of the rates; a terminal set
+    in its own mode). The deeper figures are not kept per inspection: None."""
+    runs = Run.objects.filter(
+        inspection_id=inspection.pk, kind__in=(Run.REFERENCE, Run.SAMPLE, Run.PROBE)
+    )
+    mode = inspection.config.get("mode")
+    if mode:
+        runs = runs.filter(Q(mode="") | Q(mode=mode))
+    rows = runs.values("task_id", "kind").annotate(
+        total=Count("id"),
+        counted=Count("id", filter=~Q(outcome__in=NOT_COUNTED)),
+        passed=Count("id", filter=Q(outcome="passed")),
+    )
+    counts: dict[int, dict[str, int]] = {}
+    for row in rows:
+        mine = counts.setdefault(row["task_id"], {"runs": 0})
+        mine["runs"] += row["total"]
+        mine[f"{row['kind']}_counted"] = row["counted"]
+        mine[f"{row['kind']}_passed"] = row["passed"]
+
+    def rate(mine: dict[str, int], kind: str) -> float | None:
+        counted = mine.get(f"{kind}_counted", 0)
+        return mine.get(f"{kind}_passed", 0) / counted if counted else None
+
+    return {
+        task_pk: Figures(
+            runs=mine["runs"],
+            reference_pass_rate=rate(mine, Run.REFERENCE),
+            sample_pass_rate=rate(mine, Run.SAMPLE),
+        )
+        for task_pk, mine in counts.items()
+    }
+
+
+def _figures_of(source: ExportSource):
+    """task -> Figures: the task's columns for the current inspection, else recomputed."""
+    if source.current:
+        return _task_figures
+    recomputed = inspection_figures(source.inspection)
+    empty = Figures(runs=0, reference_pass_rate=None, sample_pass_rate=None)
+    return lambda task: recomputed.get(task.pk, empty)
+
+
+def _source(source: ExportSource | None, taskset_name: str, inspection_id) -> ExportSource:
+    return source or export_source(taskset_name=taskset_name, inspection_id=inspection_id)
+
+
+def manifest_lines(
+    *,
+    source: ExportSource | None = None,
+    taskset_name: str = "",
+    inspection_id: int | str | None = None,
+) -> Iterator[dict]:
+    """The clean tasks of the source's version, each line the task's own fields plus `quality`.
+    Without a source, resolves one (export_source) at once, so a refusal is raised here, before
+    the first line."""
+    return _manifest_lines(_source(source, taskset_name, inspection_id))
+
+
+def _manifest_lines(source: ExportSource) -> Iterator[dict]:
+    version, inspection = source.version, source.inspection
+    figures_of = _figures_of(source)
+    for task in clean_tasks(version=version, inspection=inspection).iterator(chunk_size=1000):
         if task.kind == Task.TERMINAL:
             # A task folder is named, not inlined: the trainer holds the folders already, and
             # the content hash says the folder is the one that was inspected.
@@ -58,28 +157,46 @@ def manifest_lines(*, taskset_name: str) -> Iterator[dict]:
             }
         else:
             line = dict(task.source)
+        figures = figures_of(task)
         line["quality"] = {
             "content_hash": task.content_hash,
             "taskset": version.taskset.name,
             "taskset_version": version.number,
-            "inspection_id": task.last_inspection_id,
-            "reference_pass_rate": task.reference_pass_rate,
-            "sample_pass_rate": task.sample_pass_rate,
+            "inspection_id": inspection.pk,
+            "reference_pass_rate": figures.reference_pass_rate,
+            "sample_pass_rate": figures.sample_pass_rate,
         }
         yield line
 
 
-def report_lines(*, taskset_name: str) -> Iterator[dict]:
-    """One line per task of the latest version: its flags, status and figures."""
-    version = taskset_latest_version(name=taskset_name)
+def _flags_of(source: ExportSource) -> dict[int, list[Flag]]:
     flags_of: dict[int, list[Flag]] = {}
     for flag in Flag.objects.filter(
-        task__version=version, inspection_id=F("task__last_inspection_id")
+        task__version=source.version, inspection_id=source.inspection.pk
     ).order_by("-severity", "code"):
         flags_of.setdefault(flag.task_id, []).append(flag)
-    probes_of = terminal_probe_results(version=version)
+    return flags_of
+
+
+def report_lines(
+    *,
+    source: ExportSource | None = None,
+    taskset_name: str = "",
+    inspection_id: int | str | None = None,
+) -> Iterator[dict]:
+    """One line per task of the source's version: its flags, status and figures. Resolves the
+    source at once when none is given, as manifest_lines does."""
+    return _report_lines(_source(source, taskset_name, inspection_id))
+
+
+def _report_lines(source: ExportSource) -> Iterator[dict]:
+    version = source.version
+    flags_of = _flags_of(source)
+    figures_of = _figures_of(source)
+    probes_of = terminal_probe_results(version=version, inspection=source.inspection)
     for task in version.tasks.order_by("position").defer("source").iterator(chunk_size=1000):
         flags = flags_of.get(task.pk, [])
+        figures = figures_of(task)
         line = {
             "task_id": task.task_id,
             "flags": [f.code for f in flags],
@@ -89,13 +206,13 @@ def report_lines(*, taskset_name: str) -> Iterator[dict]:
             "flag_evidence": {f.code: f.evidence for f in flags},
             "status": task.status,
             "stats": {
-                "runs": task.runs_count,
-                "reference_pass_rate": task.reference_pass_rate,
-                "sample_pass_rate": task.sample_pass_rate,
-                "learnability": task.learnability,
-                "survivor_share": task.survivor_share,
-                "cluster_count": task.cluster_count,
-                "inspection_id": task.last_inspection_id,
+                "runs": figures.runs,
+                "reference_pass_rate": figures.reference_pass_rate,
+                "sample_pass_rate": figures.sample_pass_rate,
+                "learnability": figures.learnability,
+                "survivor_share": figures.survivor_share,
+                "cluster_count": figures.cluster_count,
+                "inspection_id": source.inspection.pk,
                 "content_hash": task.content_hash,
             },
         }
@@ -105,19 +222,23 @@ def report_lines(*, taskset_name: str) -> Iterator[dict]:
         yield line
 
 
-def terminal_probe_results(*, version: TaskSetVersion) -> dict[int, dict[str, dict[str, bool]]]:
+def terminal_probe_results(
+    *, version: TaskSetVersion, inspection: Inspection | None = None
+) -> dict[int, dict[str, dict[str, bool]]]:
     """Per task of the version's terminal tasks, per probe, per mode: did it earn a full reward
-    in the task's latest inspection?"""
+    in `inspection` (default: each task's latest inspection)?"""
     results: dict[int, dict[str, dict[str, bool]]] = {}
     rows = Run.objects.filter(
-        task__version=version,
-        task__kind=Task.TERMINAL,
-        inspection_id=F("task__last_inspection_id"),
-        kind=Run.PROBE,
-        status=Run.DONE,
-    ).values_list("task_id", "probe", "mode", "outcome")
-    for task_pk, probe, mode, outcome in rows.iterator(chunk_size=5000):
-        if outcome in ("sandbox_error", "build_failed"):
+        task__version=version, task__kind=Task.TERMINAL, kind=Run.PROBE, status=Run.DONE
+    )
+    if inspection is None:
+        rows = rows.filter(inspection_id=F("task__last_inspection_id"))
+    else:
+        rows = rows.filter(inspection_id=inspection.pk)
+    for task_pk, probe, mode, outcome in rows.values_list(
+        "task_id", "probe", "mode", "outcome"
+    ).iterator(chunk_size=5000):
+        if outcome in NOT_COUNTED:
             continue
         modes = results.setdefault(task_pk, {}).setdefault(probe, {})
         modes[mode] = modes.get(mode, False) or outcome == "passed"
@@ -144,6 +265,7 @@ REPORT_COLUMNS = (
     "cluster_count",
     "runs",
     "content_hash",
+    "inspection_id",
 )
 
 
@@ -167,12 +289,50 @@ def report_rows(tasks: QuerySet[Task]) -> Iterator[dict]:
         "cluster_count",
         "runs_count",
         "content_hash",
+        "last_inspection_id",
     )
     for row in values.iterator(chunk_size=2000):
         line = dict(zip(REPORT_COLUMNS, row, strict=True))
         line["flags"] = line["flags"].replace(",", ";")
         line["assignee"] = line["assignee"] or ""
         yield line
+
+
+def report_table_rows(*, source: ExportSource) -> Iterator[dict]:
+    """Every task of the source's version as report_rows makes them, by the source's
+    inspection: the tasks' own columns for the current one, else that inspection's flags and
+    recomputed figures (the deeper ones empty: not kept per inspection)."""
+    from inspector.detect.codes import combined_severity
+
+    tasks = source.version.tasks.order_by("position", "id")
+    if source.current:
+        yield from report_rows(tasks)
+        return
+    flags_of = _flags_of(source)
+    figures_of = _figures_of(source)
+    for task in tasks.select_related("assignee").defer("source").iterator(chunk_size=2000):
+        blocking = [f for f in flags_of.get(task.pk, []) if f.status in Flag.BLOCKING]
+        figures = figures_of(task)
+        yield {
+            "taskset": source.taskset,
+            "version": source.version.number,
+            "task_id": task.task_id,
+            "kind": task.kind,
+            "domain": task.domain,
+            "status": task.status,
+            "flags": ";".join(f.code for f in blocking),
+            "severity": combined_severity([f.severity for f in blocking]),
+            "pending_review": any(f.status == Flag.OPEN for f in blocking),
+            "assignee": task.assignee.get_username() if task.assignee_id else "",
+            "reference_pass_rate": figures.reference_pass_rate,
+            "sample_pass_rate": figures.sample_pass_rate,
+            "learnability": figures.learnability,
+            "survivor_share": figures.survivor_share,
+            "cluster_count": figures.cluster_count,
+            "runs": figures.runs,
+            "content_hash": task.content_hash,
+            "inspection_id": source.inspection.pk,
+        }
 
 
 class _Echo:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Count
 
 from inspector.models import Flag, Inspection, Task, TaskSet, TaskSetVersion
-from inspector.services.errors import ServiceError
+from inspector.services.errors import NotFound
 
 
 def taskset_rows() -> list[tuple[TaskSet, TaskSetVersion | None]]:
@@ -27,7 +27,7 @@ def taskset_latest_version(*, name: str) -> TaskSetVersion:
     ).first()
     if version is None:
         known = ", ".join(TaskSet.objects.values_list("name", flat=True)[:20]) or "none yet"
-        raise ServiceError(f"No task set named {name!r} (task sets: {known}).")
+        raise NotFound(f"No task set named {name!r} (task sets: {known}).")
     return version
 
 

@@ -10,14 +10,14 @@ commands call these (through the names below); they hold no logic of their own.
 - `analysis`: turning an inspection's runs into flags (detect/ does the work);
 - `review`: bulk actions on the review queue's tasks, saved filters;
 - `sandboxes`: worker and sandbox control;
-- `errors`: ServiceError, what a service refuses with.
+- `errors`: ServiceError (and NotFound, Conflict), what a service refuses with.
 
 Reads (what the pages, the API and the exports show) are in `inspector/selectors/`. Between these
 modules only public names are imported; work goes to the broker only through
 `inspector/enqueue.py`."""
 
 from inspector.services.analysis import inspection_analyse, task_outcomes
-from inspector.services.errors import ServiceError
+from inspector.services.errors import Conflict, NotFound, ServiceError
 from inspector.services.function_runs import (
     run_execute,
     run_limits,
@@ -36,6 +36,8 @@ from inspector.services.sandboxes import sandbox_close, sandbox_sweep, sandbox_w
 from inspector.services.tasksets import taskset_import
 
 __all__ = [
+    "Conflict",
+    "NotFound",
     "ServiceError",
     "inspection_analyse",
     "inspection_config",
