@@ -21,7 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from inspector import charts
 from inspector.models import Flag, Inspection, Run, Task
 from tests import test_browser
-from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS
+from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, task
 
 pytestmark = pytest.mark.django_db
 
@@ -376,3 +376,45 @@ def test_in_a_browser_plotly_draws_every_chart_and_a_running_inspection_fills_it
         target,
     )
     test_browser.wait(browser).until(EC.url_to_be(live_server.url + target))
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_in_a_browser_an_anomaly_shows_what_makes_its_task_odd_beside_the_set_median(
+    browser, live_server, import_taskset, inspect_now, reviewer, settings
+):
+    # Twelve tasks alike, but one whose check takes 1.5 s at every run: an odd task no rule
+    # flags, which the IsolationForest isolates by its run time.
+    settings.INSPECT_REFERENCE_REPEATS = 2
+    settings.INSPECT_PROBES = []
+    tasks = [
+        task(
+            f"plain/add-{n}",
+            body=f"    return x + {n}\n",
+            test=f"def check(candidate):\n    assert candidate(1) == {1 + n}\n"
+            f"    assert candidate(5) == {5 + n}\n",
+        )
+        for n in range(11)
+    ]
+    tasks.append(
+        task(
+            "plain/slow-check",
+            body="    return x * 2\n",
+            test="import time\ntime.sleep(1.5)\n\n\ndef check(candidate):\n"
+            "    assert candidate(1) == 2\n    assert candidate(5) == 10\n",
+        )
+    )
+    inspect_now(import_taskset(name="plain", tasks=tasks, samples=[]))
+    odd = Flag.objects.get(code="anomaly")
+    assert odd.task.task_id == "plain/slow-check"
+
+    test_browser.log_in(browser, live_server, odd.task.get_absolute_url())
+    table = browser.find_element(By.CSS_SELECTOR, "#flag-anomaly table.anomaly-features")
+    cells = [td.text for td in table.find_elements(By.CSS_SELECTOR, "tr:nth-child(2) td")]
+    assert cells[0] == "mean_seconds" and float(cells[1]) > 1.4 and float(cells[2]) < 0.5
+    # The slow runs themselves are its evidence.
+    assert browser.find_element(By.CSS_SELECTOR, "#flag-anomaly details > summary").text == (
+        "Evidence: 2 runs"
+    )
+    browser.execute_script("arguments[0].scrollIntoView()", table)
+    test_browser.screenshot(browser, "flag-anomaly")

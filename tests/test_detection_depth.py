@@ -462,6 +462,7 @@ def test_an_anomaly_on_the_survivor_share_shows_the_set_median_and_the_mutants_t
             {"survivors": [survivor], "survivor_count": 1, "killed": 1, "equivalent": 0,
              "survivor_share": 0.5},
             [70],
+            [71, 72],
         )
     }  # fmt: skip
 

@@ -89,7 +89,7 @@ def analyse_depth(
     findings: list[FlagFinding] = []
     stats: dict[int, DepthStats] = {}
     features: dict[int, dict[str, float]] = {}
-    mutant_evidence: dict[int, tuple[dict, list[int]]] = {}
+    mutant_evidence: dict[int, tuple[dict, list[int], list[int]]] = {}
     for task in tasks:
         key = task["task_key"]
         found, task_stats, task_features, mutant_evidence[key] = _task_signals(
@@ -438,7 +438,9 @@ def _task_signals(task: dict, runs: list[dict], flagged: set[str], settings: Dep
         "cluster_count": float(cluster_count or 0),
         "mean_seconds": sum(durations) / len(durations) if durations else 0.0,
     }
-    return found, stats, task_features, mutant_evidence
+    # What an anomaly on a run feature (durations, pass and flake rates) shows: the runs.
+    check_runs = [r["run_id"] for r in runs if r["kind"] in ("reference", "sample")]
+    return found, stats, task_features, (*mutant_evidence, check_runs)
 
 
 def _accepted_evidence(accepted) -> list[dict]:
@@ -533,10 +535,11 @@ def _taskset_of(other: Hashable) -> str | None:
 def _anomalies(
     features: dict[int, dict[str, float]],
     raised: set[int],
-    mutant_evidence: Mapping[int, tuple[dict, list[int]]],
+    mutant_evidence: Mapping[int, tuple[dict, list[int], list[int]]],
 ) -> list[FlagFinding]:
     """Odd tasks no rule flagged. The evidence is each named feature's value beside the set's
-    median, and, when the survivor share is one of them, the mutants that survived."""
+    median; when the survivor share is one of them, the mutants that survived (and their runs);
+    when another is, the task's reference and sample runs."""
     if len(features) < 10:
         return []
     import pandas as pd
@@ -567,10 +570,13 @@ def _anomalies(
                 for name in score.features
             ],
         }
+        extra, mutant_runs, check_runs = mutant_evidence.get(int(task_key), ({}, [], []))
         runs: list[int] = []
         if "survivor_share" in score.features:
-            extra, runs = mutant_evidence.get(int(task_key), ({}, []))
             evidence.update(extra)
+            runs.extend(mutant_runs)
+        if set(score.features) - {"survivor_share", "cluster_count"}:
+            runs.extend(check_runs)
         found.append(
             _finding(
                 int(task_key),
