@@ -1,5 +1,6 @@
-"""The charts on the task-set page: what each one shows after an inspection, and that data from
-an upload reaches the page only as escaped JSON."""
+"""The charts on the task-set page: what each one shows after an inspection, what it says instead
+where a set lacks what it needs, and that data from an upload reaches the page only as escaped
+JSON; and beside them, what other pages show."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import re
 from collections import Counter
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -36,9 +38,23 @@ DATA_SCRIPT = re.compile(
 )
 
 
+# Three of the planted tasks in a domain, two without: what the flags-by-domain chart needs.
+DOMAIN_TASKS = [dict(t, domain="arithmetic") for t in PLANTED_TASKS[:3]] + PLANTED_TASKS[3:]
+
+
 @pytest.fixture
 def inspected(import_taskset, inspect_now):
+    """The planted set (samples, no domain) after one inspection."""
     inspection = inspect_now(import_taskset())
+    assert inspection.status == Inspection.FINISHED
+    return inspection
+
+
+@pytest.fixture
+def inspected_twice(import_taskset, inspect_now):
+    """A set with what every chart needs: samples, tasks with a domain, two inspections."""
+    inspect_now(import_taskset(tasks=DOMAIN_TASKS))
+    inspection = inspect_now(import_taskset(tasks=DOMAIN_TASKS))
     assert inspection.status == Inspection.FINISHED
     return inspection
 
@@ -55,13 +71,21 @@ def charts_on(page: str) -> dict[str, dict]:
     return {chart["id"]: chart["figure"] for chart in json.loads(data)["charts"]}
 
 
+def notes_on(page: str) -> list[str]:
+    """The one-line notes the page shows for the charts it leaves out."""
+    found = re.search(r'<ul class="muted" id="chart-notes">(.*?)</ul>', page, re.DOTALL)
+    return (
+        [html.unescape(n) for n in re.findall(r"<li>(.*?)</li>", found.group(1))] if found else []
+    )
+
+
 def bars(figure: dict) -> dict[str, int]:
     (trace,) = figure["data"]
     return dict(zip(trace["x"], trace["y"], strict=True))
 
 
-def test_after_an_inspection_the_page_draws_every_chart_with_the_bundled_plotly(
-    reviewer_client, inspected
+def test_a_set_with_samples_domains_and_two_inspections_draws_every_chart_with_bundled_plotly(
+    reviewer_client, inspected_twice
 ):
     page = taskset_page(reviewer_client)
     figures = charts_on(page)
@@ -71,6 +95,8 @@ def test_after_an_inspection_the_page_draws_every_chart_with_the_bundled_plotly(
         assert element_id in figures
     assert '<script src="/assets/plotly.min.js"></script>' in page
     assert "cdn.plot.ly" not in page and "cdn.jsdelivr" not in page
+    # Nothing left out, so nothing to explain.
+    assert 'id="chart-notes"' not in page
 
 
 def test_the_flags_by_kind_bars_count_the_flags_the_inspection_raised(reviewer_client, inspected):
@@ -84,8 +110,7 @@ def test_the_flags_by_kind_bars_count_the_flags_the_inspection_raised(reviewer_c
 def test_flags_by_domain_stack_each_code_and_name_an_empty_domain_none(
     reviewer_client, import_taskset, inspect_now
 ):
-    tasks = [dict(t, domain="arithmetic") for t in PLANTED_TASKS[:3]] + PLANTED_TASKS[3:]
-    inspection = inspect_now(import_taskset(tasks=tasks))
+    inspection = inspect_now(import_taskset(tasks=DOMAIN_TASKS))
     figure = charts_on(taskset_page(reviewer_client))["chart-flags-by-domain"]
 
     shown = {
@@ -145,13 +170,36 @@ def test_the_learnability_histogram_is_left_out_while_no_task_has_learnability(
 
 
 def test_run_durations_are_split_by_run_kind(reviewer_client, inspected):
+    timed = Run.objects.filter(inspection=inspected).exclude(duration=None)
+    # Durations without a long tail, so that every run is drawn.
+    for i, run in enumerate(timed):
+        Run.objects.filter(pk=run.pk).update(duration=0.01 + (i % 7) / 100)
     figure = charts_on(taskset_page(reviewer_client))["chart-durations"]
 
-    timed = Run.objects.filter(inspection=inspected).exclude(duration=None)
     shown = {trace["name"]: sum(trace["y"]) for trace in figure["data"]}
     assert shown == dict(Counter(timed.values_list("kind", flat=True)))
     assert {"reference", "sample"} <= set(shown)
     assert figure["layout"]["barmode"] == "stack"
+    assert "subtitle" not in figure["layout"]["title"]
+
+
+def test_run_durations_leave_out_timed_out_runs_and_a_long_tail_and_say_how_many(
+    reviewer_client, inspected
+):
+    timed = Run.objects.filter(inspection=inspected).exclude(duration=None)
+    timed.update(duration=0.02)
+    first, second, third = timed.order_by("id")[:3]
+    # Two mutants that ran out of their clock and one run far slower than the rest: drawn to
+    # scale, they would put every other run in the first bin.
+    Run.objects.filter(pk__in=(first.pk, second.pk)).update(outcome="timed_out", duration=10.0)
+    Run.objects.filter(pk=third.pk).update(duration=6.0)
+    figure = charts_on(taskset_page(reviewer_client))["chart-durations"]
+
+    subtitle = figure["layout"]["title"]["subtitle"]["text"]
+    assert subtitle == "not shown: 1 run over 0.02 s and 2 runs that timed out"
+    assert sum(n for trace in figure["data"] for n in trace["y"]) == timed.count() - 3
+    # The bins end at the cut, not at 10 s.
+    assert max(hi for trace in figure["data"] for _, hi in trace["customdata"]) == 0.02
 
 
 def test_the_flag_trend_has_one_point_per_finished_inspection_oldest_first(
@@ -171,6 +219,56 @@ def test_the_flag_trend_has_one_point_per_finished_inspection_oldest_first(
             Flag.objects.filter(inspection=i, code=trace["name"]).count() for i in (first, second)
         ]
     assert {t["name"] for t in figure["data"]} == set(Flag.objects.values_list("code", flat=True))
+
+
+def test_with_one_finished_inspection_there_is_a_note_instead_of_a_trend(
+    reviewer_client, inspected
+):
+    page = taskset_page(reviewer_client)
+
+    assert "chart-flag-trend" not in charts_on(page) and 'id="chart-flag-trend"' not in page
+    assert (
+        "One finished inspection so far: flags per inspection draws a trend from the second; "
+        "flags by kind counts this one's."
+    ) in notes_on(page)
+    # The one inspection's flags are still counted, by kind.
+    assert "chart-flags-by-kind" in charts_on(page)
+
+
+def test_where_no_flagged_task_has_a_domain_flags_by_domain_gives_way_to_a_note(
+    reviewer_client, inspected
+):
+    page = taskset_page(reviewer_client)
+
+    assert not Task.objects.exclude(domain="").exists()
+    assert "chart-flags-by-domain" not in charts_on(page)
+    assert 'id="chart-flags-by-domain"' not in page
+    assert (
+        "No flagged task has a domain (the optional domain field of a task line): flags by "
+        "domain is left out; flags by kind counts them all."
+    ) in notes_on(page)
+
+
+def test_a_set_without_samples_shows_its_reference_pass_rates_and_says_why_not_the_scatter(
+    reviewer_client, import_taskset, inspect_now
+):
+    inspect_now(import_taskset(samples=[]))
+    page = taskset_page(reviewer_client)
+    figures = charts_on(page)
+
+    # No scatter collapsed onto one point left of the axis, no empty sample histograms.
+    for left_out in ("chart-pass-rates", "chart-sample-pass-rates", "chart-learnability"):
+        assert left_out not in figures and f'id="{left_out}"' not in page
+    assert (
+        "No samples uploaded: the pass-rate scatter, the sample pass rates and learnability "
+        "need samples; the reference pass rates are shown instead."
+    ) in notes_on(page)
+    rates = list(Task.objects.values_list("reference_pass_rate", flat=True))
+    expected, _ = np.histogram(rates, bins=np.linspace(0.0, 1.0, 11))
+    assert figures["chart-reference-pass-rates"]["data"][0]["y"] == expected.tolist()
+    # The planted clean and hackable tasks' references always pass, the unsolvable's and the
+    # mislabeled's never.
+    assert expected[0] >= 2 and expected[-1] >= 2
 
 
 def test_the_charts_need_as_many_queries_for_a_big_set_as_for_a_small_one(inspected):
@@ -292,6 +390,8 @@ def test_in_a_browser_plotly_draws_every_chart_and_a_running_inspection_fills_it
     browser, live_server, import_taskset, inspect_now, reviewer
 ):
     hostile = '<img src=x onerror="window.__pwned=1">'
+    # Twice: the trend of flags per inspection needs two.
+    inspect_now(import_taskset(tasks=[dict(t, domain=hostile) for t in PLANTED_TASKS]))
     inspect_now(import_taskset(tasks=[dict(t, domain=hostile) for t in PLANTED_TASKS]))
     test_browser.log_in(browser, live_server, "/tasksets/planted/")
     for element_id in CHART_IDS:
@@ -306,7 +406,7 @@ def test_in_a_browser_plotly_draws_every_chart_and_a_running_inspection_fills_it
 
     # A second inspection still running: the page polls it and reloads once it ends.
     running = Inspection.objects.create(
-        version=Inspection.objects.get().version,
+        version=Inspection.objects.latest("id").version,
         status=Inspection.RUNNING,
         runs_total=4,
         runs_done=1,
@@ -326,7 +426,8 @@ def test_in_a_browser_plotly_draws_every_chart_and_a_running_inspection_fills_it
     assert browser.find_element(By.ID, "progress-status").text == "finished"
 
     # A click on a scatter point (as plotly reports it) opens the task in its customdata.
-    target = Task.objects.get(task_id="planted/mislabeled").get_absolute_url()
+    target = Task.objects.get(task_id="planted/mislabeled", in_latest_version=True)
+    target = target.get_absolute_url()
     test_browser.wait(browser).until(
         EC.presence_of_element_located((By.CSS_SELECTOR, "#chart-pass-rates .main-svg"))
     )
