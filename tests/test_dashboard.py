@@ -19,9 +19,10 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 from inspector import charts
+from inspector.detect.mutants import generate_mutants
 from inspector.models import Flag, Inspection, Run, Task
 from tests import test_browser
-from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS
+from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, task
 
 pytestmark = pytest.mark.django_db
 
@@ -375,6 +376,59 @@ def test_a_hostile_domain_reaches_the_page_escaped_and_never_raw(
     scatter = charts_on(page)["chart-pass-rates"]
     texts = [t for trace in scatter["data"] for t in trace["text"]]
     assert any(t.startswith("planted/&lt;img src=x onerror=alert(2)&gt;<br>") for t in texts)
+
+
+# --- Beside the charts: the versions table, the list of sets, diffs, the favicon --------------
+
+
+def test_a_mutant_diff_colours_removed_lines_red_added_lines_green_and_context_plain(
+    reviewer_client, import_taskset, inspect_now
+):
+    clamp = task(
+        "clamp/weak",
+        entry_point="clamp",
+        body="    if x < 0:\n        return 0\n    if x > 10:\n        return 10\n    return x\n",
+        test="def check(candidate):\n    assert candidate(-5) == 0\n",
+    )
+    inspection = inspect_now(import_taskset(name="clamp", tasks=[clamp], samples=[]))
+    weak = Task.objects.get(task_id="clamp/weak")
+    mutant = generate_mutants(
+        clamp["canonical_solution"], prompt=clamp["prompt"], entry_point="clamp"
+    )[1]
+    assert mutant.diff.splitlines()[-1].startswith(" ")  # it ends on a context line
+    Flag.objects.create(
+        task=weak,
+        inspection=inspection,
+        code="weak_tests",
+        severity=65,
+        explanation="mutants survive",
+        evidence={
+            "survivors": [
+                {
+                    "mutant_id": mutant.mutant_id,
+                    "description": mutant.description,
+                    "diff": mutant.diff,
+                }
+            ],
+            "survivor_count": 1,
+        },
+    )
+    page = reviewer_client.get(weak.get_absolute_url()).content.decode()
+
+    (shown,) = re.findall(r'<pre class="diff">(.*?)</pre>', page, re.DOTALL)
+    assert "hl-err" not in shown
+    for line, drawn in zip(mutant.diff.splitlines(), shown.split("\n"), strict=True):
+        text = html.escape(line, quote=True).replace("&#x27;", "&#39;")
+        if line.startswith(("--- ", "+++ ")):
+            assert drawn == f'<span class="hl-gh">{text}</span>'
+        elif line.startswith("@@"):
+            assert drawn == f'<span class="hl-gu">{text}</span>'
+        elif line.startswith("-"):
+            assert drawn == f'<span class="hl-gd">{text}</span>'
+        elif line.startswith("+"):
+            assert drawn == f'<span class="hl-gi">{text}</span>'
+        else:
+            assert drawn == text  # context: no colour, no box
 
 
 # --- In a real browser -------------------------------------------------------------------------
