@@ -11,6 +11,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from selenium.common.exceptions import StaleElementReferenceException
@@ -20,9 +21,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from inspector import charts
 from inspector.detect.mutants import generate_mutants
-from inspector.models import Flag, Inspection, Run, Task
+from inspector.models import Flag, Inspection, Run, Task, TaskSetVersion
 from tests import test_browser
-from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, task
+from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, jsonl, task
 
 pytestmark = pytest.mark.django_db
 
@@ -379,6 +380,39 @@ def test_a_hostile_domain_reaches_the_page_escaped_and_never_raw(
 
 
 # --- Beside the charts: the versions table, the list of sets, diffs, the favicon --------------
+
+
+def test_the_versions_table_shows_the_names_of_the_uploaded_files_not_the_servers_paths(
+    reviewer_client, tmp_path
+):
+    folder = tmp_path / "srv" / "uploads"
+    folder.mkdir(parents=True)
+    (folder / "HumanEval-mini.jsonl").write_bytes(jsonl(PLANTED_TASKS))
+    (folder / "samples-mini.jsonl").write_bytes(jsonl(PLANTED_SAMPLES))
+    call_command(
+        "import_tasks",
+        str(folder / "HumanEval-mini.jsonl"),
+        "--taskset",
+        "planted",
+        "--samples",
+        str(folder / "samples-mini.jsonl"),
+    )
+    page = taskset_page(reviewer_client)
+
+    assert '<td class="muted">HumanEval-mini.jsonl, samples-mini.jsonl</td>' in page
+    assert str(tmp_path) not in page
+
+
+def test_a_version_stored_with_a_path_before_is_shown_by_its_file_name(
+    reviewer_client, import_taskset
+):
+    import_taskset()
+    TaskSetVersion.objects.update(
+        tasks_filename="/var/lib/inspector/in/tasks.jsonl.gz", samples_filename=""
+    )
+    page = taskset_page(reviewer_client)
+
+    assert '<td class="muted">tasks.jsonl.gz</td>' in page and "/var/lib" not in page
 
 
 def test_a_mutant_diff_colours_removed_lines_red_added_lines_green_and_context_plain(
