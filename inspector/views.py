@@ -42,7 +42,7 @@ def home(request: HttpRequest) -> HttpResponse:
         request,
         "inspector/taskset_list.html",
         {
-            "rows": selectors.taskset_rows(),
+            "rows": selectors.taskset_list(),
             "form": UploadForm(),
             "flagged": selectors.flagged_task_count(),
         },
@@ -82,7 +82,7 @@ def taskset_upload(request: HttpRequest) -> HttpResponse:
         request,
         "inspector/taskset_list.html",
         {
-            "rows": selectors.taskset_rows(),
+            "rows": selectors.taskset_list(),
             "form": form,
             "problems": problems[:200],
             "problem_count": len(problems),

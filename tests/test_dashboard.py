@@ -20,6 +20,7 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 from inspector import charts
+from inspector.detect.codes import ADVISORY
 from inspector.detect.mutants import generate_mutants
 from inspector.models import Flag, Inspection, Run, Task, TaskSetVersion
 from tests import test_browser
@@ -413,6 +414,59 @@ def test_a_version_stored_with_a_path_before_is_shown_by_its_file_name(
     page = taskset_page(reviewer_client)
 
     assert '<td class="muted">tasks.jsonl.gz</td>' in page and "/var/lib" not in page
+
+
+def list_row(page: str, name: str) -> str:
+    (row,) = re.findall(rf'<tr>\s*<td><a href="/tasksets/{name}/">.*?</tr>', page, re.DOTALL)
+    return row
+
+
+def test_the_task_set_list_counts_each_sets_open_flags_blocking_and_advisory(
+    reviewer_client, reviewer, import_taskset, inspect_now
+):
+    inspection = inspect_now(import_taskset())
+    import_taskset(name="uninspected")
+    clean = Task.objects.get(version=inspection.version, task_id="planted/clean")
+    Flag.objects.create(
+        task=clean, inspection=inspection, code="duplicate", severity=30, explanation="a copy"
+    )
+    # A dismissed flag awaits no one.
+    Flag.objects.get(inspection=inspection, code="flaky").dismiss(by=reviewer, note="known")
+    page = reviewer_client.get("/").content.decode()
+
+    planted = list_row(page, "planted")
+    open_flags = Counter(
+        Flag.objects.filter(inspection=inspection, status=Flag.OPEN).values_list("code", flat=True)
+    )
+    blocking = sum(n for code, n in open_flags.items() if code not in ADVISORY)
+    advisory = sum(n for code, n in open_flags.items() if code in ADVISORY)
+    assert blocking >= 3 and advisory >= 1
+    assert f"<strong>{blocking} blocking</strong> · {advisory} advisory" in planted
+    for code, n in open_flags.items():
+        link = f'href="/queue/?taskset=planted&amp;flag={code}"'
+        assert (
+            f"{link}>{code}: {n}</a>" in planted
+            or f'{link} title="advisory">{code}: {n}</a>' in planted
+        )
+    assert "flaky" not in planted
+    assert "not inspected" in list_row(page, "uninspected")
+
+
+def test_the_task_set_list_needs_as_many_queries_for_many_sets_as_for_one(
+    reviewer_client, import_taskset, inspect_now
+):
+    inspect_now(import_taskset())
+
+    def count_queries() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert reviewer_client.get("/").status_code == 200
+        return len(queries)
+
+    one = count_queries()
+    for name in ("second", "third", "fourth"):
+        inspect_now(import_taskset(name=name))
+    assert count_queries() == one
+    assert reviewer_client.get("/").content.decode().count(" blocking</strong>") == 4
 
 
 def test_a_mutant_diff_colours_removed_lines_red_added_lines_green_and_context_plain(
