@@ -1,6 +1,7 @@
-"""The charts on the task-set page: what each one shows after an inspection, what it says instead
-where a set lacks what it needs, and that data from an upload reaches the page only as escaped
-JSON; and beside them, what other pages show."""
+"""The task-set pages: the charts on a set's page (what each one shows after an inspection, what
+it says instead where a set lacks what it needs, and that data from an upload reaches the page
+only as escaped JSON), its versions table, the list of sets with their open flags, a mutant's
+diff on a task's page, and the favicon every page links."""
 
 from __future__ import annotations
 
@@ -517,6 +518,19 @@ def test_a_mutant_diff_colours_removed_lines_red_added_lines_green_and_context_p
             assert drawn == f'<span class="hl-gi">{text}</span>'
         else:
             assert drawn == text  # context: no colour, no box
+
+
+def test_the_favicon_is_served_to_anyone_and_every_page_links_it(client, reviewer_client):
+    icon = client.get("/favicon.ico")
+    login = client.get("/accounts/login/").content.decode()
+    svg = client.get("/static/inspector/favicon.svg")
+
+    assert icon.status_code == 200 and icon["Content-Type"] == "image/vnd.microsoft.icon"
+    assert icon.content[:4] == b"\x00\x00\x01\x00"  # an icon file
+    for page in (login, reviewer_client.get("/").content.decode()):
+        assert '<link rel="icon" href="/favicon.ico" sizes="32x32">' in page
+        assert '<link rel="icon" href="/static/inspector/favicon.svg" type="image/svg+xml">' in page
+    assert svg.status_code == 200 and b"<svg" in b"".join(svg.streaming_content)
 
 
 # --- In a real browser -------------------------------------------------------------------------
