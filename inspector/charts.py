@@ -30,6 +30,10 @@ OTHER_DOMAINS = "(other domains)"
 MAX_DOMAINS = 30
 MAX_TREND_INSPECTIONS = 100
 SCATTER_LIMIT = 20000
+# Run durations are cut at their 99th percentile when the longest run is more than this many
+# times longer: drawn to its end, the axis would squeeze 99% of the runs into its first quarter.
+TAIL_FACTOR = 4.0
+TIMED_OUT = "timed_out"  # a run's outcome (workers.sandbox.Outcome)
 
 Figure = dict[str, Any]
 
@@ -41,35 +45,75 @@ def dashboard(
     version: TaskSetVersion, *, inspection: Inspection | None, finished_id: int | None
 ) -> dict[str, Any]:
     """Every chart of the task-set page that has something to show, in display order, as
-    {"template": plotly's layout template, "charts": [{"id", "figure", "wide"}]}.
+    {"template": plotly's layout template, "charts": [{"id", "figure", "wide"}], "notes": [one
+    line per chart left out, saying why]}.
 
     `inspection` is the version's latest inspection (maybe still running), `finished_id` the
     id of its latest finished one: flags come from a finished inspection only (a running one
-    has raised none yet), durations from the latest, even one still running."""
+    has raised none yet), durations from the latest, even one still running. A chart that would
+    say nothing for this set (a scatter of sample pass rates without samples, flags by domain
+    where no flagged task has one, a trend of one inspection) is left out with a note, or
+    replaced by one that does."""
     items: list[dict[str, Any]] = []
+    notes: list[str] = []
 
     def add(element_id: str, figure: Figure | None, *, wide: bool = False) -> None:
         if figure is not None:
             items.append({"id": element_id, "figure": figure, "wide": wide})
 
-    # The scatter keeps the element id it had before the other charts came (browser tests).
-    add("chart-pass-rates", pass_rate_scatter(pass_rate_scatter_data(version)), wide=True)
+    rates = task_rates_data(version)
+    if version.sample_count:
+        # The scatter keeps the element id it had before the other charts came (browser tests).
+        add("chart-pass-rates", pass_rate_scatter(pass_rate_scatter_data(version)), wide=True)
+    elif rates["reference_pass_rate"]:
+        # No sample: a task has no sample pass rate, and the reference's is all there is.
+        add(
+            "chart-reference-pass-rates",
+            reference_pass_rate_histogram(rates["reference_pass_rate"]),
+            wide=True,
+        )
+        notes.append(
+            "No samples uploaded: the pass-rate scatter, the sample pass rates and learnability "
+            "need samples; the reference pass rates are shown instead."
+        )
     flags = flag_counts_data(finished_id)
     add("chart-flags-by-kind", flags_by_kind(flags["by_kind"], inspection_id=finished_id))
-    add("chart-flags-by-domain", flags_by_domain(flags["by_domain"], inspection_id=finished_id))
-    rates = task_rates_data(version)
+    if set(flags["by_domain"]) == {NO_DOMAIN}:
+        notes.append(
+            "No flagged task has a domain (the optional domain field of a task line): flags by "
+            "domain is left out; flags by kind counts them all."
+        )
+    else:
+        add("chart-flags-by-domain", flags_by_domain(flags["by_domain"], inspection_id=finished_id))
     add("chart-sample-pass-rates", sample_pass_rate_histogram(rates["sample_pass_rate"]))
     add("chart-learnability", learnability_histogram(rates["learnability"]))
     if inspection is not None:
         durations = run_durations_data(inspection.pk)
-        add("chart-durations", run_durations(durations, inspection_id=inspection.pk))
-    add("chart-flag-trend", flag_trend(flag_trend_data(version.taskset_id)), wide=True)
+        figure = run_durations(
+            durations["seconds"], timed_out=durations["timed_out"], inspection_id=inspection.pk
+        )
+        add("chart-durations", figure)
+        if figure is None and durations["timed_out"]:
+            notes.append(
+                f"Every run of inspection #{inspection.pk} so far timed out: run durations has "
+                "nothing to show."
+            )
+    trend = flag_trend_data(version.taskset_id)
+    if len(trend["inspections"]) >= 2:
+        add("chart-flag-trend", flag_trend(trend), wide=True)
+    elif trend["inspections"]:
+        notes.append(
+            "One finished inspection so far: flags per inspection draws a trend from the "
+            "second; flags by kind counts this one's."
+        )
 
+    if not items and not notes:
+        return {}
     # Every figure carries the same layout template (about 6 kB): send it once.
     template = None
     for item in items:
         template = item["figure"]["layout"].pop("template", None) or template
-    return {"template": template, "charts": items} if items else {}
+    return {"template": template, "charts": items, "notes": notes}
 
 
 # --- Queries -----------------------------------------------------------------------------------
@@ -124,25 +168,37 @@ def flag_counts_data(inspection_id: int | None) -> dict[str, dict]:
 
 
 def task_rates_data(version: TaskSetVersion) -> dict[str, list[float]]:
-    """The version's sample pass rates and learnabilities, leaving out tasks without one."""
-    rows = list(version.tasks.order_by().values_list("sample_pass_rate", "learnability"))
+    """The version's reference and sample pass rates and learnabilities, leaving out tasks
+    without one."""
+    rows = list(
+        version.tasks.order_by().values_list(
+            "reference_pass_rate", "sample_pass_rate", "learnability"
+        )
+    )
     return {
-        "sample_pass_rate": [rate for rate, _ in rows if rate is not None],
-        "learnability": [value for _, value in rows if value is not None],
+        "reference_pass_rate": [rate for rate, _, _ in rows if rate is not None],
+        "sample_pass_rate": [rate for _, rate, _ in rows if rate is not None],
+        "learnability": [value for _, _, value in rows if value is not None],
     }
 
 
-def run_durations_data(inspection_id: int) -> dict[str, list[float]]:
-    """The seconds each finished run of the inspection took, by run kind."""
-    durations: dict[str, list[float]] = {}
+def run_durations_data(inspection_id: int) -> dict[str, Any]:
+    """The seconds each finished run of the inspection took, by run kind, and how many runs
+    timed out (their seconds are the clock they ran out of, not theirs): {"seconds": {kind:
+    [seconds, ...]}, "timed_out": n}."""
+    seconds: dict[str, list[float]] = {}
+    timed_out = 0
     rows = (
         Run.objects.filter(inspection_id=inspection_id, duration__isnull=False)
         .order_by()
-        .values_list("kind", "duration")
+        .values_list("kind", "duration", "outcome")
     )
-    for kind, duration in rows:
-        durations.setdefault(kind, []).append(duration)
-    return durations
+    for kind, duration, outcome in rows:
+        if outcome == TIMED_OUT:
+            timed_out += 1
+        else:
+            seconds.setdefault(kind, []).append(duration)
+    return {"seconds": seconds, "timed_out": timed_out}
 
 
 def flag_trend_data(taskset_id: int, *, limit: int = MAX_TREND_INSPECTIONS) -> dict[str, list]:
@@ -273,6 +329,16 @@ def sample_pass_rate_histogram(values: list[float]) -> Figure | None:
     )
 
 
+def reference_pass_rate_histogram(values: list[float]) -> Figure | None:
+    """How the tasks' reference pass rates spread over [0, 1]: for a set without samples."""
+    return _histogram(
+        values,
+        edges=np.linspace(0.0, 1.0, 11),
+        title="Reference pass rate of the tasks",
+        x_title="reference pass rate",
+    )
+
+
 def learnability_histogram(values: list[float]) -> Figure | None:
     """How the tasks' learnability p(1-p) spreads over [0, 0.25] (its maximum, at p = 0.5)."""
     return _histogram(
@@ -284,24 +350,38 @@ def learnability_histogram(values: list[float]) -> Figure | None:
 
 
 def run_durations(
-    durations: dict[str, list[float]], *, inspection_id: int | None = None
+    durations: dict[str, list[float]], *, timed_out: int = 0, inspection_id: int | None = None
 ) -> Figure | None:
-    """A histogram of run seconds, one stacked colour per run kind, over shared bins."""
+    """A histogram of run seconds, one stacked colour per run kind, over shared bins. A long
+    tail (the longest run more than TAIL_FACTOR times the 99th percentile: a few slow mutants)
+    is cut at that percentile, so the bins show where the runs are; the subtitle says how many
+    runs it leaves out, and how many timed out (left out by the caller)."""
     values = [d for per_kind in durations.values() for d in per_kind]
     if not values:
         return None
-    top = max(values) or 1.0
+    top = max(values)
+    # "lower": a value that is there, not one drawn towards the outlier between two of them.
+    cut = float(np.percentile(values, 99, method="lower"))
+    if cut > 0 and top > TAIL_FACTOR * cut:
+        top = cut
+    top = top or 1.0
+    over = sum(1 for d in values if d > top)
     edges = np.linspace(0.0, top, 21)
     fig = go.Figure()
     for kind, per_kind in sorted(durations.items()):
-        counts, _ = np.histogram(per_kind, bins=edges)
+        counts, _ = np.histogram([d for d in per_kind if d <= top], bins=edges)
         fig.add_trace(_bins_trace(edges, counts, name=kind, unit="runs"))
-    fig.update_layout(
-        _small_layout(f"Run durations{_of(inspection_id)}"),
-        barmode="stack",
-        xaxis={"title": "seconds"},
-        yaxis={"title": "runs"},
-    )
+    left_out = []
+    if over:
+        left_out.append(f"{over} run{_s(over)} over {top:.3g} s")
+    if timed_out:
+        left_out.append(f"{timed_out} run{_s(timed_out)} that timed out")
+    layout = _small_layout(f"Run durations{_of(inspection_id)}")
+    if left_out:
+        shown = " and ".join(left_out)
+        layout["title"] = {"text": layout["title"], "subtitle": {"text": f"not shown: {shown}"}}
+        layout["margin"] = {**layout["margin"], "t": 60}
+    fig.update_layout(layout, barmode="stack", xaxis={"title": "seconds"}, yaxis={"title": "runs"})
     return _as_dict(fig)
 
 
@@ -378,6 +458,10 @@ def _label(text: str) -> str:
 
 def _of(inspection_id: int | None) -> str:
     return f" in inspection #{inspection_id}" if inspection_id else ""
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
 
 
 def _or_off_axis(value: float | None) -> float:

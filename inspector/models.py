@@ -4,6 +4,8 @@ Methods here concern one row; workflows over several rows live in services/."""
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from django.conf import settings
 from django.db import connections, models, router, transaction
 from django.urls import reverse
@@ -49,6 +51,11 @@ def rows_update(objs: list, fields: tuple[str, ...] | list[str], *, batch_size: 
 def claim_lapse():
     """Claims made before this moment have lapsed (CLAIM_MINUTES)."""
     return timezone.now() - timezone.timedelta(minutes=settings.CLAIM_MINUTES)
+
+
+def file_name(path: str) -> str:
+    """The last part of a path, "HumanEval.jsonl.gz" of "/srv/in/HumanEval.jsonl.gz"."""
+    return PurePosixPath(path.replace("\\", "/")).name
 
 
 class TaskSet(models.Model):
@@ -114,6 +121,13 @@ class TaskSetVersion(models.Model):
 
     def latest_inspection(self) -> Inspection | None:
         return self.inspections.order_by("-id").first()
+
+    @property
+    def uploaded_files(self) -> list[str]:
+        """The names of the files the version was uploaded from, as their uploader knows them:
+        without the folders a command read them from on the server (versions imported before
+        the import kept names only may still hold a path)."""
+        return [file_name(n) for n in (self.tasks_filename, self.samples_filename) if n]
 
 
 class Task(models.Model):

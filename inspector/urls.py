@@ -33,6 +33,7 @@ urlpatterns = [
     path("flags/<int:pk>/confirm", views.flag_confirm, name="inspector-flag-confirm"),
     path("flags/<int:pk>/dismiss", views.flag_dismiss, name="inspector-flag-dismiss"),
     path("assets/plotly.min.js", views.plotly_js, name="inspector-plotly"),
+    path("favicon.ico", views.favicon, name="inspector-favicon"),
     path("tokens/", views.tokens, name="inspector-tokens"),
     path("tokens/<int:pk>/revoke", views.token_revoke, name="inspector-token-revoke"),
     path("api/openapi.json", api.openapi, name="api-openapi"),

@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
 from django.http import (
     Http404,
     HttpRequest,
@@ -41,7 +43,7 @@ def home(request: HttpRequest) -> HttpResponse:
         request,
         "inspector/taskset_list.html",
         {
-            "rows": selectors.taskset_rows(),
+            "rows": selectors.taskset_list(),
             "form": UploadForm(),
             "flagged": selectors.flagged_task_count(),
         },
@@ -81,7 +83,7 @@ def taskset_upload(request: HttpRequest) -> HttpResponse:
         request,
         "inspector/taskset_list.html",
         {
-            "rows": selectors.taskset_rows(),
+            "rows": selectors.taskset_list(),
             "form": form,
             "problems": problems[:200],
             "problem_count": len(problems),
@@ -443,6 +445,19 @@ def _plotly_js() -> bytes:
 def plotly_js(request: HttpRequest) -> HttpResponse:
     # Served from the plotly package itself: the pages never load a script from elsewhere.
     return HttpResponse(_plotly_js(), content_type="application/javascript")
+
+
+@functools.cache
+def _favicon() -> bytes:
+    return (Path(__file__).parent / "static" / "inspector" / "favicon.ico").read_bytes()
+
+
+@login_not_required
+@require_GET
+@cache_control(max_age=86400, public=True)
+def favicon(request: HttpRequest) -> HttpResponse:
+    # Where browsers look for an icon by themselves; open to anyone, as the login page is.
+    return HttpResponse(_favicon(), content_type="image/vnd.microsoft.icon")
 
 
 @reviewer_required

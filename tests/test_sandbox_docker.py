@@ -94,7 +94,8 @@ def test_a_session_passes_the_reference_and_fails_a_wrong_completion_with_its_as
         wrong = session.run("    return a - b\n")
     assert passed.outcome is Outcome.PASSED and passed.exit_code == 0, passed
     assert wrong.outcome is Outcome.FAILED and wrong.exit_code == 1
-    assert 'File "check.py", line 8, in check' in wrong.stderr_tail  # prompt + test
+    # The tests' own line 2, not its place after the prompt.
+    assert 'File "check.py", line 2, in check' in wrong.stderr_tail
     assert wrong.stderr_tail.rstrip().endswith("AssertionError")
     # One container per role, both removed when the session closed.
     assert len(used) == 2

@@ -319,3 +319,71 @@ def test_a_prompt_that_is_only_a_signature_still_reaches_its_check():
 
     assert (right.outcome, wrong.outcome) == (Outcome.PASSED, Outcome.FAILED)
     assert "AssertionError" in wrong.stderr_tail
+
+
+# A prompt of nine lines before the tests and the completion: what a traceback's line numbers
+# would be off by if they counted it.
+DOCUMENTED_ADD = (
+    "import math\n\n\ndef add(a, b):\n"
+    '    """Add two numbers.\n\n    >>> add(2, 3)\n    5\n    """\n'
+)
+
+
+def run_function(prompt: str, test: str, *completions: str) -> list[Execution]:
+    from workers.sandbox.session import FunctionTask
+
+    task = FunctionTask(prompt=prompt, test=test, entry_point="add")
+    with get_sandbox("local").session(task, limits=Limits(wall_seconds=5)) as session:
+        return [session.run(completion) for completion in completions]
+
+
+def test_a_failing_check_names_its_own_line_and_shows_it_not_a_line_of_prompt_and_check():
+    test = (
+        "def check(candidate):\n"
+        "    assert candidate(2, 3) == 5\n"
+        "    assert candidate(0, 0) == 1, 'zero'\n"
+    )
+    right, wrong = run_function(DOCUMENTED_ADD, test, "    return a + b\n", "    return a - b\n")
+
+    # The verdicts are the check's as before: the tests fail on their line 3 for both.
+    assert (right.outcome, wrong.outcome) == (Outcome.FAILED, Outcome.FAILED)
+    assert 'File "check.py", line 3, in check\n' in right.stderr_tail
+    assert "    assert candidate(0, 0) == 1, 'zero'\n" in right.stderr_tail
+    assert 'File "check.py", line 2, in check\n' in wrong.stderr_tail
+    assert "line 12" not in right.stderr_tail + wrong.stderr_tail
+
+
+def test_a_syntax_error_in_the_check_is_reported_at_the_checks_own_line():
+    test = "def check(candidate):\n    assert candidate(2, 3) = 5\n"
+    (result,) = run_function(DOCUMENTED_ADD, test, "    return a + b\n")
+
+    assert result.outcome is Outcome.FAILED
+    assert 'File "check.py", line 2\n' in result.stderr_tail
+    assert "SyntaxError" in result.stderr_tail
+
+
+def test_a_helper_the_prompt_defines_fails_at_the_prompts_own_line():
+    prompt = DOCUMENTED_ADD + "\n\ndef expected(a, b):\n    return a + b + undefined\n"
+    test = "def check(candidate):\n    assert candidate(2, 3) == expected(2, 3)\n"
+    (result,) = run_function(prompt, test, "    return a + b\n")
+
+    assert result.outcome is Outcome.FAILED
+    assert 'File "prompt.py", line 13, in expected\n' in result.stderr_tail
+    assert "    return a + b + undefined\n" in result.stderr_tail
+    assert 'File "check.py", line 2, in check\n' in result.stderr_tail
+
+
+def test_a_solution_that_does_not_run_names_the_completions_own_lines():
+    broken, raising = run_function(
+        DOCUMENTED_ADD,
+        "def check(candidate):\n    assert candidate(2, 3) == 5\n",
+        "    c = a +\n    return c\n",
+        "    return a + b\n\n\nraise ValueError('at import')\n",
+    )
+
+    assert (broken.outcome, raising.outcome) == (Outcome.FAILED, Outcome.FAILED)
+    # The completion's first line is line 1 of solution.py, not line 10 after the prompt.
+    assert 'File "solution.py", line 1\n' in broken.stderr_tail
+    assert "SyntaxError" in broken.stderr_tail
+    assert 'File "solution.py", line 4, in <module>\n' in raising.stderr_tail
+    assert "    raise ValueError('at import')\n" in raising.stderr_tail

@@ -1,7 +1,7 @@
 """Reads, one module per thing read: the pages, the API and the commands call these instead of
 building queries themselves; the services (inspector/services/) hold the writes.
 
-- `tasksets`: the sets and their latest versions, a version's overview figures;
+- `tasksets`: the sets with their latest versions and open flags, a version's overview figures;
 - `tasks`: one task with its flags and their evidence, its history, trail and files;
 - `inspections`: one inspection, a version's inspections;
 - `queue`: the review queue's filter, its tasks and its paginator;
@@ -53,6 +53,8 @@ from inspector.selectors.tasksets import (
     flagged_task_count,
     taskset_exists,
     taskset_latest_version,
+    taskset_list,
+    taskset_open_flags,
     taskset_rows,
     version_last_finished,
     version_overview,
@@ -91,6 +93,8 @@ __all__ = [
     "tasks_by_ids",
     "taskset_exists",
     "taskset_latest_version",
+    "taskset_list",
+    "taskset_open_flags",
     "taskset_rows",
     "terminal_probe_results",
     "user_named",

@@ -18,6 +18,7 @@ from inspector.models import (
     Task,
     TaskSet,
     TaskSetVersion,
+    file_name,
 )
 from inspector.services.errors import ServiceError
 from inspector.services.terminal_tasksets import is_terminal_upload, terminal_parse
@@ -117,8 +118,10 @@ def taskset_import(
             taskset=taskset,
             number=(last or 0) + 1,
             created_by=by,
-            tasks_filename=tasks_name[:300],
-            samples_filename=samples_name[:300],
+            # The name the uploader knows; a command's import gives the path it read on the
+            # server, which the pages have no business showing.
+            tasks_filename=file_name(tasks_name)[:300],
+            samples_filename=file_name(samples_name)[:300],
             task_count=len(task_rows),
             sample_count=len(sample_rows),
         )

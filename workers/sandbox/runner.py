@@ -1165,9 +1165,16 @@ def _name(request: dict) -> str:
     return name
 
 
-def _serve_solution(source: str, entry_point: str) -> None:
+def _serve_solution(source: str, entry_point: str, prompt_lines: int = 0) -> None:
+    """Run the prompt and the completion (`source`, the prompt's first `prompt_lines` lines
+    first), then answer the check's requests until it ends the run."""
     namespace = {"__name__": "__main__", "__builtins__": builtins}
-    exec(compile(source, "solution.py", "exec"), namespace)
+    try:
+        exec(compile(source, "solution.py", "exec"), namespace)
+    except BaseException as exc:  # noqa: BLE001 (the run's child ends here, as its caller would)
+        _print_solution_error(exc, source, prompt_lines)
+        _flush()
+        os._exit(1)
     server = _Solution(namespace, entry_point)
     while True:
         request = read_frame(CALL_IN)
@@ -1183,6 +1190,71 @@ def _serve_solution(source: str, entry_point: str) -> None:
         _write_all(CALL_OUT, data)
 
 
+def _show_sources(files: dict[str, str]) -> None:
+    """Let a traceback show the lines of the task's own files, which exist on no disk."""
+    import linecache
+
+    for name, text in files.items():
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+
+
+def _print_solution_error(exc: BaseException, source: str, prompt_lines: int) -> None:
+    """The traceback of a solution that did not run, its lines numbered as the task wrote them:
+    the solution runs as one file (a completion continues the prompt's function), but the
+    prompt's lines are shown as prompt.py's and the completion's as solution.py's from 1."""
+    lines = source.splitlines(True)
+    prompt_lines = prompt_lines if type(prompt_lines) is int and prompt_lines > 0 else 0
+    _show_sources(
+        {"prompt.py": "".join(lines[:prompt_lines]), "solution.py": "".join(lines[prompt_lines:])}
+    )
+
+    def moved(filename, lineno):
+        if filename != "solution.py" or type(lineno) is not int:
+            return filename, lineno
+        if lineno <= prompt_lines:
+            return "prompt.py", lineno
+        return filename, lineno - prompt_lines
+
+    shown = traceback.TracebackException.from_exception(exc, lookup_lines=False)
+    seen: set[int] = set()
+    todo = [shown]
+    while todo:
+        part = todo.pop()
+        if id(part) in seen:
+            continue
+        seen.add(id(part))
+        for i, frame in enumerate(part.stack):
+            filename, lineno = moved(frame.filename, frame.lineno)
+            if (filename, lineno) == (frame.filename, frame.lineno):
+                continue
+            end = getattr(frame, "end_lineno", None)
+            if type(end) is int:
+                end -= frame.lineno - lineno
+            try:
+                part.stack[i] = traceback.FrameSummary(
+                    filename,
+                    lineno,
+                    frame.name,
+                    end_lineno=end,
+                    colno=getattr(frame, "colno", None),
+                    end_colno=getattr(frame, "end_colno", None),
+                )
+            except TypeError:  # an interpreter before 3.11: no positions
+                part.stack[i] = traceback.FrameSummary(filename, lineno, frame.name)
+        if getattr(part, "filename", None) == "solution.py":  # a SyntaxError's own place
+            # Kept as text here (3.11): "12", or None.
+            lineno = int(part.lineno) if str(part.lineno).isdigit() else None
+            filename, moved_to = moved(part.filename, lineno)
+            if moved_to is not None:
+                part.filename, part.lineno = filename, type(part.lineno)(moved_to)
+                end = getattr(part, "end_lineno", None)
+                if str(end).isdigit():
+                    part.end_lineno = type(end)(int(end) - (lineno - moved_to))
+        todo.extend(x for x in (part.__cause__, part.__context__) if x is not None)
+        todo.extend(getattr(part, "exceptions", None) or ())
+    sys.stderr.write("".join(shown.format()))
+
+
 class Candidate:
     """What the check calls: each call crosses to the solution's sandbox as data."""
 
@@ -1194,36 +1266,39 @@ class Candidate:
         return codec.exchange({"args": codec.sent(list(args)), "kwargs": codec.sent(kwargs)})
 
 
-def check_code(prompt: str, test: str):
+def check_code(prompt: str, test: str) -> tuple:
     """The prompt (it may define helpers the tests use) and the tests, compiled for the check's
-    side; raises the SyntaxError of the task's own code."""
-    source = prompt + "\n" + test + "\n"
+    side as two files run one after the other in one namespace, prompt.py and check.py, so a
+    traceback gives the tests' lines as the task wrote them (the first line of `test` is line 1
+    of check.py); raises the SyntaxError of the task's own code."""
     try:
-        return compile(source, "check.py", "exec")
+        head = compile(prompt, "prompt.py", "exec")
     except SyntaxError as original:
         # A prompt that ends with a bare signature has no body on this side: give it one.
-        stubbed = prompt.rstrip("\n") + "\n    pass\n\n" + test + "\n"
         try:
-            return compile(stubbed, "check.py", "exec")
+            head = compile(prompt.rstrip("\n") + "\n    pass\n", "prompt.py", "exec")
         except SyntaxError:
             raise original from None
+    return head, compile(test, "check.py", "exec")
 
 
-def free_names(code) -> list[str]:
-    """The global names the check's code reads and does not define first: read at module level
-    before any assignment to them, or read in a function (or class body) and never assigned at
-    module level. Builtins and dunder names are left out."""
+def free_names(codes) -> list[str]:
+    """The global names the check's code (the prompt's, then the tests') reads and does not
+    define first: read at module level before any assignment to them, or read in a function
+    (or class body) and never assigned at module level. Builtins and dunder names are left
+    out."""
     import dis
 
     stored: set[str] = set()
     early: set[str] = set()
     inner: set[str] = set()
-    for ins in dis.get_instructions(code):
-        if ins.opname in ("STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"):
-            stored.add(ins.argval)
-        elif ins.opname in ("LOAD_NAME", "LOAD_GLOBAL") and ins.argval not in stored:
-            early.add(ins.argval)
-    nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    for code in codes:
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"):
+                stored.add(ins.argval)
+            elif ins.opname in ("LOAD_NAME", "LOAD_GLOBAL") and ins.argval not in stored:
+                early.add(ins.argval)
+    nested = [c for code in codes for c in code.co_consts if isinstance(c, types.CodeType)]
     while nested:
         inside = nested.pop()
         for ins in dis.get_instructions(inside):
@@ -1291,23 +1366,25 @@ def _run_check(compiled, prompt: str, test: str, entry_point: str) -> None:
     candidate = Candidate(entry_point)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     try:
-        code, free = compiled or (None, None)
-        if code is None:
-            code = check_code(prompt, test)  # raises the task's SyntaxError
-            free = free_names(code)
+        codes, free = compiled or (None, None)
+        if codes is None:
+            codes = check_code(prompt, test)  # raises the task's SyntaxError
+            free = free_names(codes)
         # As in one process, the module-level code of the tests finds the entry point and the
         # completion's other names (their own definitions, run next, take precedence).
         namespace[entry_point] = candidate
         wanted = [name for name in free if name != entry_point]
         if wanted:
             namespace.update(_solution_names(codec, wanted))
-        exec(code, namespace)
+        for code in codes:
+            exec(code, namespace)
         check = namespace["check"]
         if entry_point != "check":
             # Tests that name the entry point instead of using `candidate` reach the solution too.
             namespace[entry_point] = candidate
         check(candidate)
     except BaseException as exc:  # noqa: BLE001
+        _show_sources({"prompt.py": prompt, "check.py": test})
         traceback.print_exc()
         crossed = ""
         if CrossingError.raised and not isinstance(exc, MemoryError):
@@ -1417,8 +1494,8 @@ class Runner:
             if len(self.compiled) >= 16:
                 self.compiled.clear()
             try:
-                code = check_code(*key)
-                self.compiled[key] = (code, free_names(code))
+                codes = check_code(*key)
+                self.compiled[key] = (codes, free_names(codes))
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 self.compiled[key] = None
         return self.compiled[key]
@@ -1452,7 +1529,9 @@ class Runner:
             try:
                 _become_run_child(folder, out_w, err_w, call_in_r, call_out_w, self.limits)
                 if self.role == "solution":
-                    _serve_solution(message["source"], message["entry_point"])
+                    _serve_solution(
+                        message["source"], message["entry_point"], message.get("prompt_lines", 0)
+                    )
                 else:
                     _run_check(code, message["prompt"], message["test"], message["entry_point"])
             except BaseException:  # noqa: BLE001
@@ -1479,7 +1558,12 @@ class Runner:
         call_in_w, call_out_r, out_r, err_r, pidfd = fds
         self.child = _child(pid, pidfd, call_in_w, call_out_r, out_r, err_r, from_zygote=True)
         self.send_to_child(
-            {"op": "start", "source": message["source"], "entry_point": message["entry_point"]}
+            {
+                "op": "start",
+                "source": message["source"],
+                "entry_point": message["entry_point"],
+                "prompt_lines": message.get("prompt_lines", 0),
+            }
         )
 
     def _drain(self, fd: int) -> bool:
@@ -1865,7 +1949,7 @@ def _zygote(sock, runner: Runner) -> None:
                 start = read_frame(CALL_IN)  # the run's own data, read by the run's process
                 if start is None or start.get("op") != "start":
                     os._exit(1)
-                _serve_solution(start["source"], start["entry_point"])
+                _serve_solution(start["source"], start["entry_point"], start.get("prompt_lines", 0))
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:

@@ -301,7 +301,13 @@ class FunctionSession:
             solution, check = self._ensure_channels()
         except ChannelClosed as exc:
             return self._result(Outcome.SANDBOX_ERROR, started, error=str(exc))
-        start = {"op": "start", "source": task.prompt + completion, "entry_point": task.entry_point}
+        start = {
+            "op": "start",
+            "source": task.prompt + completion,
+            "entry_point": task.entry_point,
+            # Its traceback numbers the completion's lines from 1, as the task wrote them.
+            "prompt_lines": task.prompt.count("\n"),
+        }
         try:
             solution.send(start)
         except ChannelClosed as exc:
