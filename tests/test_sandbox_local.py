@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -227,10 +228,15 @@ def test_the_work_folder_is_removed_after_the_run(
 ) -> None:
     made: list[str] = []
     real_mkdtemp = local.tempfile.mkdtemp
+    me = threading.current_thread()
 
     def recording_mkdtemp(*args: object, **kwargs: object) -> str:
-        made.append(real_mkdtemp(*args, **kwargs))  # type: ignore[arg-type]
-        return made[-1]
+        # tempfile is one module for the whole process: record this test's thread only (a
+        # sandbox an earlier test left parking its next session makes folders too).
+        folder = real_mkdtemp(*args, **kwargs)  # type: ignore[arg-type]
+        if threading.current_thread() is me:
+            made.append(folder)
+        return folder
 
     sandbox.close()  # so the run's sandbox starts now, in a folder made while we record
     monkeypatch.setattr(local.tempfile, "mkdtemp", recording_mkdtemp)
