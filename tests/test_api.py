@@ -213,8 +213,9 @@ def test_the_api_and_the_review_queue_on_postgresql_redis_and_the_docker_sandbox
     api = Client()
     assert upload(api, key, name="prod-set").status_code == 201
 
-    def inspect_and_wait() -> dict:
-        started = api.post("/api/v1/tasksets/prod-set/inspections", **bearer(key)).json()
+    def inspect_and_wait(started: dict | None = None) -> dict:
+        if started is None:
+            started = api.post("/api/v1/tasksets/prod-set/inspections", **bearer(key)).json()
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             status = api.get(f"/api/v1/inspections/{started['id']}", **bearer(key)).json()
@@ -223,8 +224,19 @@ def test_the_api_and_the_review_queue_on_postgresql_redis_and_the_docker_sandbox
             time.sleep(1)
         pytest.fail("the inspection did not finish in 5 minutes")
 
-    first = inspect_and_wait()
+    # While the first inspection runs there is nothing to export: refused, with the reason.
+    started = api.post("/api/v1/tasksets/prod-set/inspections", **bearer(key)).json()
+    refused = api.get("/api/v1/tasksets/prod-set/manifest.jsonl", **bearer(key))
+    assert refused.status_code == 409 and f"#{started['id']}" in refused.json()["error"]
+    first = inspect_and_wait(started)
     assert first["status"] == "finished" and first["percent"] == 100
+    report = api.get("/api/v1/tasksets/prod-set/report.csv", **bearer(key))
+    assert report.status_code == 200
+    assert b"planted/clean" in b"".join(report.streaming_content)
+    # The admins group's permissions, set by migrate on PostgreSQL too.
+    admin = Client()
+    admin.force_login(lead)
+    assert "/admin/auth/user/" in admin.get("/admin/").content.decode()
     flagged = api.get("/api/v1/tasks", **bearer(key)).json()
     assert {t["task_id"] for t in flagged["results"]} == {
         "planted/unsolvable",
