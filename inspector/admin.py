@@ -7,8 +7,10 @@ superuser may make a superuser or hand out single permissions."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import Group
 
 from inspector.models import (
     ApiToken,
@@ -22,7 +24,7 @@ from inspector.models import (
     TaskSet,
     TaskSetVersion,
 )
-from inspector.roles import is_admin
+from inspector.roles import ADMINS, REVIEWERS, is_admin
 
 
 def _admin_site_open(request) -> bool:
@@ -67,15 +69,45 @@ class PeopleAdmin(UserAdmin):
         )
 
     def has_change_permission(self, request, obj=None):
-        # A non-superuser may not edit (or reset the password of) a superuser.
-        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+        # A non-superuser may not edit (or reset the password of) anyone with powers beyond
+        # the two groups: signing in as them would be an escalation.
+        if obj is not None and not request.user.is_superuser and _privileged(obj):
             return False
         return super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request, obj=None):
-        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+        if obj is not None and not request.user.is_superuser and _privileged(obj):
             return False
         return super().has_delete_permission(request, obj)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        # A non-superuser hands out the two roles only, never a group a superuser made.
+        if db_field.name == "groups" and not request.user.is_superuser:
+            kwargs["queryset"] = Group.objects.filter(name__in=(REVIEWERS, ADMINS))
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+
+def _privileged(user) -> bool:
+    """Whether a user has powers beyond the two roles: a superuser, staff, single
+    permissions, or a group other than reviewers and admins."""
+    return (
+        user.is_superuser
+        or user.is_staff
+        or user.user_permissions.exists()
+        or user.groups.exclude(name__in=(REVIEWERS, ADMINS)).exists()
+    )
+
+
+class _RoleLoginForm(AdminAuthenticationForm):
+    """The admin's login form, open to members of the admins group as the site is."""
+
+    def confirm_login_allowed(self, user):
+        if user.is_active and is_admin(user) and not user.is_staff:
+            return
+        super().confirm_login_allowed(user)
+
+
+admin.site.login_form = _RoleLoginForm
 
 
 @admin.register(TaskSet)
@@ -144,3 +176,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
     list_filter = ("user",)
     readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+
+    def has_delete_permission(self, request, obj=None):
+        # Revoking a superuser's token is the superuser's (or another superuser's) business.
+        if obj is not None and obj.user.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)

@@ -137,4 +137,6 @@ class BulkForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # Any id is acceptable here; the service narrows them to the filter's tasks.
-        self.fields["task"].valid_value = lambda value: str(value).isdigit()
+        self.fields["task"].valid_value = lambda value: (
+            str(value).isascii() and str(value).isdigit()
+        )

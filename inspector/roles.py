@@ -23,6 +23,8 @@ ADMIN_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("auth", "user", ("add", "change", "delete", "view")),
     ("auth", "group", ("view",)),
     ("inspector", "apitoken", ("view", "delete")),
+    # A person's saved filters go with them when they are removed.
+    ("inspector", "savedfilter", ("view", "delete")),
     *(
         ("inspector", model, ("view",))
         for model in (
@@ -34,7 +36,6 @@ ADMIN_PERMISSIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "run",
             "flag",
             "reviewevent",
-            "savedfilter",
         )
     ),
 )

@@ -84,6 +84,14 @@ def lead_client(lead):
 
 
 @pytest.fixture
+def lead_key(lead) -> str:
+    """The key of an API token of the lead (an admin)."""
+    from inspector.models import ApiToken
+
+    return ApiToken.issue(user=lead, name="trainer CI")[1]
+
+
+@pytest.fixture
 def reviewer_client(client, reviewer):
     client.force_login(reviewer)
     return client

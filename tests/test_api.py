@@ -20,11 +20,6 @@ def bearer(key: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def lead_key(lead) -> str:
-    return ApiToken.issue(user=lead, name="trainer CI")[1]
-
-
-@pytest.fixture
 def reviewer_key(reviewer) -> str:
     return ApiToken.issue(user=reviewer, name="triage bot")[1]
 

@@ -26,11 +26,6 @@ def bearer(key: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def lead_key(lead) -> str:
-    return ApiToken.issue(user=lead, name="trainer")[1]
-
-
-@pytest.fixture
 def inspected(import_taskset, inspect_now):
     inspection = inspect_now(import_taskset())
     assert inspection.status == Inspection.FINISHED

@@ -68,7 +68,8 @@ def _whole_number(raw: int | str, what: str) -> int:
     if isinstance(raw, int):
         return raw
     text = str(raw).strip()
-    if not text.isdigit() or len(text) > 12:
+    # ASCII digits only: str.isdigit() also takes '²' and '①', which int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
         raise ServiceError(f"{what} must be a whole number, not {raw!r}.")
     return int(text)
 

@@ -77,7 +77,7 @@ def queue_tasks(filters: QueueFilter, *, user=None) -> QuerySet[Task]:
     tasks = Task.objects.all()
     if filters.taskset:
         tasks = tasks.filter(version__taskset__name=filters.taskset)
-    if filters.taskset and filters.version.isdigit():
+    if filters.taskset and filters.version.isascii() and filters.version.isdigit():
         tasks = tasks.filter(version__number=int(filters.version))
     else:
         tasks = tasks.filter(in_latest_version=True)
@@ -104,7 +104,7 @@ def queue_tasks(filters: QueueFilter, *, user=None) -> QuerySet[Task]:
                 | Q(open_flags__contains="," + code + ","),
                 severity__gt=0,
             )
-    if filters.severity.isdigit():
+    if filters.severity.isascii() and filters.severity.isdigit():
         tasks = tasks.filter(severity__gte=int(filters.severity))
     elif filters.shows_flagged_only:
         tasks = tasks.filter(severity__gt=0)
