@@ -57,6 +57,7 @@ def near_duplicates(
     except ValueError:  # no words at all
         return []
     matrix.sort_indices()
+    df = np.bincount(matrix.indices, minlength=matrix.shape[1])  # prompts holding each word
     index = _prefix_index(matrix, threshold)
     index_t = index.T.tocsr()
     matrix_t = None
@@ -68,12 +69,18 @@ def near_duplicates(
         rows = block.row.astype(np.int64) + start
         keep = block.col > rows
         rows, cols = rows[keep], block.col[keep].astype(np.int64)
-        if len(rows) > 64 * chunk_rows:
-            # Candidates nearly everywhere (a vocabulary without rare words): the chunk's full
-            # product is cheaper than looking each candidate up.
+        chunk = matrix[start : start + chunk_rows]
+        # The chunk's full product makes one entry per (row, other prompt, shared word) at most:
+        # cheaper than looking each candidate up only when candidates are nearly everywhere
+        # (a vocabulary without rare words). With rare words shared by a few hundred prompts
+        # each, the full product would also hold every pair sharing a common word ("the"),
+        # gigabytes at 100,000 prompts.
+        full_entries = int(df[chunk.indices].sum())
+        lookups = len(rows) * max(1, chunk.nnz // max(1, chunk.shape[0]))
+        if len(rows) > 64 * chunk_rows and full_entries <= 2 * lookups:
             if matrix_t is None:
                 matrix_t = matrix.T.tocsr()
-            full = (matrix[start : start + chunk_rows] @ matrix_t).tocoo()
+            full = (chunk @ matrix_t).tocoo()
             rows = full.row.astype(np.int64) + start
             keep = full.col > rows
             rows, cols, sims = rows[keep], full.col[keep].astype(np.int64), full.data[keep]
