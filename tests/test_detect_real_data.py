@@ -113,6 +113,51 @@ def test_inputs_the_prompt_rules_out_never_become_behaviour_inputs() -> None:
     assert all(parse_arguments(text)[0][0] > 0 for text in inputs)
 
 
+def test_new_inputs_start_with_the_edge_cases_the_domain_admits() -> None:
+    seeds = ["[3, 1, 2], 'ab'", "[5, 9], 'cd'"]
+    domain = infer_domain(seeds, "Given a list of integers and a word.")
+
+    made = [parse_arguments(text)[0] for text in domain_inputs(domain, given=seeds, limit=60)]
+
+    assert ([3, 1, 2], "a") in made and ([3, 1, 2], "abb") in made  # one letter, a repeat
+    assert any(len(xs) == 1 for xs, _ in made)  # one item
+    assert any(len(xs) > 1 and len(set(xs)) == 1 for xs, _ in made)  # all tied
+    assert any(0 in xs for xs, _ in made) and any(min(xs, default=0) < 0 for xs, _ in made)
+    # No empty list or word: no seed shows one and the prompt never speaks of one.
+    assert all(xs and s for xs, s in made)
+
+
+def test_with_a_contract_new_inputs_are_made_loosely_and_the_contract_decides() -> None:
+    test = (
+        "def check(candidate):\n"
+        "    assert candidate('abc', [3, 1]) == 1\n"
+        "    assert candidate('xy', [5, 9]) == 2\n"
+    )
+    prompt = 'def f(s: str, xs: list):\n    """Count something."""\n'
+
+    strict = [parse_arguments(t)[0] for t in behaviour_inputs(test, "f", limit=80, prompt=prompt)]
+    loose = [
+        parse_arguments(t)[0]
+        for t in behaviour_inputs(test, "f", limit=80, prompt=prompt, contract=True)
+    ]
+
+    def reach(made: list) -> dict[str, bool]:
+        return {
+            "empty text": any(s == "" for s, _ in made),
+            "empty list": any(xs == [] for _, xs in made),
+            "negative": any(min(xs, default=0) < 0 for _, xs in made),
+            "other characters": any(not (c.isalpha() and c.islower()) for s, _ in made for c in s),
+        }
+
+    assert all(reach(loose).values())
+    assert not any(reach(strict).values())
+    # Numbers grow to ten times the largest seen either way (EvalPlus's reach more).
+    assert any(max(xs, default=0) > 18 for _, xs in strict)
+    assert all(max(xs, default=0) <= 90 for _, xs in strict)
+    # The types the tests show still hold: the contract sees only plausible inputs.
+    assert all(isinstance(s, str) and all(type(x) is int for x in xs) for s, xs in loose)
+
+
 # --- the prompt's examples -----------------------------------------------------------------------
 
 PROMPT = '''def median(l: list):

@@ -602,7 +602,8 @@ def behaviour_inputs(
     """The inputs to run a task's solutions on: up to `from_tests` found in its tests, the
     prompt's own examples, then new inputs inside the domain those show
     (`inspector.detect.domain`) up to `limit` in all (at most MAX_INPUTS). With a `contract`
-    (which the behaviour program applies), signs and empty values are left to it."""
+    (which the behaviour program applies), the domain keeps only the arity and the types and
+    new inputs are made loosely: the contract decides the rest."""
     from inspector.detect.domain import domain_inputs, infer_domain
 
     limit = min(limit, MAX_INPUTS)
@@ -618,7 +619,7 @@ def behaviour_inputs(
                 found.append(extra)
     domain = infer_domain(found, prompt, names)
     if contract:
-        domain = replace(domain, negatives=True, zero=True, empty=True, non_empty=False)
+        domain = replace(domain, loose=True)
     return found + domain_inputs(domain, given=found, seed=seed, limit=limit - len(found))
 
 

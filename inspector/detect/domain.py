@@ -24,6 +24,16 @@ What the domain holds, per positional argument (`Shape`, recursive into items, k
 - between arguments: the same number of them as every seed, and equal lengths for two sequence
   arguments whose lengths were equal in every seed (and at least two seeds).
 
+With a contract (`Domain.loose`: the task's own statements that refuse an input, run in the
+sandbox before each call), only the arity and the types seen are kept here: the contract alone
+decides signs, zero, empty values, characters and bounds, and new inputs are made more loosely
+(empty and one-item values, negatives, the other case, digits, spaces and punctuation), as
+EvalPlus makes its inputs before its contracts filter them.
+
+New inputs start with the seeds' edge cases (`_edge_cases`: one argument at a time made empty,
+cut to one item, tied, zero, one, negated, grown tenfold, its first item at an edge), then
+mutations; numbers reach ten times the largest magnitude seen.
+
 Inputs are literal argument lists (see `inspector.detect.behaviour.parse_arguments`), read with
 `ast.literal_eval` only.
 """
@@ -143,6 +153,10 @@ class Domain:
     same_length: list[tuple[int, int]]
     signed_items: bool = False  # ... of a list of integers (or numbers), not positive ones
     seeds: list[tuple[Any, ...]] = field(default_factory=list)
+    # The task has a contract (run in the sandbox, before each call): it alone decides, so only
+    # the arity and the types seen are kept here, and new inputs are made more loosely (signs,
+    # zero, empty values, other characters, larger numbers), as EvalPlus makes its own.
+    loose: bool = False
 
     def contains(self, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> bool:
         if kwargs or self.arity is None or len(args) != self.arity:
@@ -150,6 +164,8 @@ class Domain:
         for value, shape in zip(args, self.shapes, strict=True):
             if not self._fits(value, shape, 0):
                 return False
+        if self.loose:
+            return True
         for left, right in self.same_length:
             if len(args[left]) != len(args[right]):
                 return False
@@ -165,6 +181,10 @@ class Domain:
             number = float(value)
             if number != number or abs(number) == float("inf"):
                 return False
+        if self.loose:
+            return self._fits_items(value, shape, depth, kind)
+        if kind in _NUMBER_TYPES:
+            number = float(value)
             if shape.stated_low is not None and number < shape.stated_low:
                 return False
             if shape.stated_high is not None and number > shape.stated_high:
@@ -187,6 +207,9 @@ class Domain:
                 return False
         if kind == "str" and any(self._char_outside(c, shape) for c in value):
             return False
+        return self._fits_items(value, shape, depth, kind)
+
+    def _fits_items(self, value: Any, shape: Shape, depth: int, kind: str) -> bool:
         if depth > 6:
             return True
         if kind in ("list", "tuple", "set") and shape.items is not None:
@@ -339,10 +362,14 @@ def infer_domain(inputs: Sequence[str], prompt: str = "", parameters: Sequence[s
 def domain_inputs(
     domain: Domain, *, given: Sequence[str] = (), seed: int = 0, limit: int = 100
 ) -> list[str]:
-    """Up to `limit` new argument lists inside `domain`, none among `given`: seeded, type-aware
-    mutations of the seeds and of the inputs made so far (one to three edits each: numbers
-    moved, negated, doubled or halved; strings and lists grown, shrunk, reordered, an item
-    duplicated (ties) or changed; dicts and sets grown and shrunk)."""
+    """Up to `limit` new argument lists inside `domain`, none among `given`: first the edge
+    cases of the seeds (one argument at a time made empty, cut to one item, given a tie, zero,
+    one, negated, ...: `_edge_values`), up to half of them; then seeded, type-aware mutations of
+    the seeds and of the inputs made so far (one to three edits each: numbers moved, negated,
+    doubled or halved, or set to another number of the same input or a difference of two;
+    strings and lists grown, shrunk, reordered, an item duplicated (ties) or changed; dicts and
+    sets grown and shrunk). The inputs made come back smallest first, so that a solution that
+    runs out of time on large ones has answered the small ones first."""
     from inspector.detect.behaviour import MAX_INPUT_CHARS, literal_source
 
     if not domain.seeds or domain.arity in (None, 0) or limit <= 0:
@@ -351,27 +378,140 @@ def domain_inputs(
     seen = set(given)
     pool: list[tuple[Any, ...]] = list(domain.seeds)
     made: list[str] = []
+    sizes: dict[str, float] = {}
+
+    def add(base: list[Any]) -> bool:
+        for left, right in domain.same_length:
+            base[left], base[right] = _same_size(base[left], base[right])
+        if not domain.contains(base):
+            return False
+        parts = [literal_source(value) for value in base]
+        if any(part is None for part in parts):
+            return False
+        text = ", ".join(parts)  # type: ignore[arg-type]
+        if len(text) > MAX_INPUT_CHARS or text in seen:
+            return False
+        seen.add(text)
+        made.append(text)
+        sizes[text] = _size(base)
+        pool.append(tuple(base))
+        return True
+
+    edges = 0
+    for base in _edge_cases(domain):
+        if edges >= limit // 2:
+            break
+        edges += add(base)
     attempts = 0
     while len(made) < limit and attempts < limit * 30:
         attempts += 1
         base = list(pool[rng.randrange(len(pool))])
+        numbers = _numbers(base)
         for _ in range(rng.choice((1, 1, 1, 2, 3))):
             position = rng.randrange(len(base))
-            base[position] = _mutate(base[position], domain.shapes[position], domain, rng, 0)
-        for left, right in domain.same_length:
-            base[left], base[right] = _same_size(base[left], base[right])
-        if not domain.contains(base):
-            continue
-        parts = [literal_source(value) for value in base]
-        if any(part is None for part in parts):
-            continue
-        text = ", ".join(parts)  # type: ignore[arg-type]
-        if len(text) > MAX_INPUT_CHARS or text in seen:
-            continue
-        seen.add(text)
-        made.append(text)
-        pool.append(tuple(base))
-    return made
+            base[position] = _mutate(
+                base[position], domain.shapes[position], domain, rng, 0, numbers
+            )
+        add(base)
+    return sorted(made, key=lambda text: sizes[text])
+
+
+def _size(value: Any, depth: int = 0) -> float:
+    """How large a value is, as a solution's time tends to grow with it: a number's magnitude,
+    a sized value's length and its items' sizes."""
+    kind = _kind(value)
+    if kind in _NUMBER_TYPES:
+        return min(abs(float(value)), 1e18)
+    if depth > 6:
+        return 0.0
+    if kind in ("list", "tuple", "set"):
+        return len(value) + sum(_size(item, depth + 1) for item in value)
+    if kind == "dict":
+        return len(value) + sum(_size(k, depth + 1) + _size(v, depth + 1) for k, v in value.items())
+    if kind in ("str", "bytes"):
+        return float(len(value))
+    return 0.0
+
+
+def _numbers(values: Any, found: list[Any] | None = None, depth: int = 0) -> list[Any]:
+    """The ints and floats in an argument list (not bools), up to 50: the numbers a tie or a
+    threshold can be made of."""
+    found = [] if found is None else found
+    if len(found) >= 50 or depth > 4:
+        return found
+    kind = _kind(values)
+    if kind in _NUMBER_TYPES:
+        found.append(values)
+    elif kind in ("list", "tuple", "set"):
+        for item in list(values)[:50]:
+            _numbers(item, found, depth + 1)
+    elif kind == "dict":
+        for item in list(values.values())[:50]:
+            _numbers(item, found, depth + 1)
+    return found
+
+
+def _edge_cases(domain: Domain) -> list[list[Any]]:
+    """Seeds with one argument replaced by an edge value of its own (`_edge_values`): every
+    edge of the first seed's arguments early, each later seed's a few places later (so that
+    many seeds do not crowd out the last kinds of edge); an edge value once per argument (an
+    empty list with one threshold, not with each)."""
+    ranked: list[tuple[int, int, list[Any]]] = []
+    done: set[tuple[int, str]] = set()
+    for number, args in enumerate(domain.seeds[:8]):
+        for position, value in enumerate(args):
+            shape = domain.shapes[position]
+            for index, edge in enumerate(_edge_values(value, shape, domain.loose)):
+                if (position, repr(edge)) in done:
+                    continue
+                done.add((position, repr(edge)))
+                base = list(args)
+                base[position] = edge
+                ranked.append((index + 4 * number, len(ranked), base))
+    return [base for _, _, base in sorted(ranked, key=lambda item: item[:2])]
+
+
+def _edge_values(value: Any, shape: Shape, loose: bool) -> list[Any]:
+    """Where wrong solutions tend to differ from right ones: empty and one-item values, ties,
+    zero, one, negatives, other characters, larger numbers (`loose`)."""
+    kind = _kind(value)
+    if kind == "bool":
+        return [not value]
+    if kind == "int":
+        values = [0, 1, -value, value + 1, value - 1, -1, 2 * value]
+        values += [10 * value + 1, 10 ** max(2, len(str(abs(value))) + 1) - 1]
+        return values
+    if kind == "float":
+        return [0.0, -value, float(round(value)), value + 0.5, 1.0]
+    if kind == "str":
+        values = ["", value[:1], value + value[-1:], value[::-1]]
+        if loose:
+            values += [value.swapcase(), value.upper(), " " + value, value + " " + value]
+            values += [value + "1", value + "!"]
+        return values
+    if kind in ("list", "tuple"):
+        items = list(value)
+        made = [[], items[:1], items + items[-1:], items[:1] + items, items[::-1]]
+        if items:
+            made.append([items[0]] * len(items))
+            if shape.items is not None:  # the first item at an edge of its own
+                made += [
+                    [edge] + items[1:] for edge in _edge_values(items[0], shape.items, loose)[:3]
+                ]
+        numbers = [item for item in items if _kind(item) in _NUMBER_TYPES]
+        if numbers and len(numbers) == len(items):
+            made.append([-item for item in items])
+            made.append([item + 1 for item in items])
+            if "float" in (shape.items.types if shape.items else set()):
+                made.append([float(round(item)) for item in items])
+        if kind == "tuple":
+            return [tuple(each) for each in made]
+        return made
+    if kind == "dict":
+        return [{}]
+    if kind == "set":
+        return [set()]
+    return []
 
 
 def _same_size(left: Any, right: Any) -> tuple[Any, Any]:
@@ -422,10 +562,26 @@ def _new_value(shape: Shape | None, domain: Domain, rng: random.Random) -> Any:
     return 0
 
 
-def _mutate(value: Any, shape: Shape, domain: Domain, rng: random.Random, depth: int) -> Any:
+def _mutate(
+    value: Any,
+    shape: Shape,
+    domain: Domain,
+    rng: random.Random,
+    depth: int,
+    numbers: Sequence[Any] = (),
+) -> Any:
     kind = _kind(value)
     if kind == "bool":
         return not value
+    if kind in _NUMBER_TYPES and numbers and rng.random() < 0.2:
+        # Another number of the same input, or a difference of two: ties and thresholds.
+        other = rng.choice(numbers)
+        if rng.random() < 0.5:
+            other = abs(other - rng.choice(numbers))
+        if kind == "float":
+            return float(other)
+        if _kind(other) == "int":
+            return other
     if kind == "int":
         options = [
             value + 1,
@@ -438,9 +594,13 @@ def _mutate(value: Any, shape: Shape, domain: Domain, rng: random.Random, depth:
         ]
         if shape.ints:
             options.append(rng.choice(sorted(shape.ints)))
-        # Within twice the largest magnitude seen: a solution's time grows with its numbers,
-        # and a call the behaviour program gives up on is no evidence.
-        bound = max(10, 2 * max((abs(i) for i in shape.ints), default=0))
+        # Within ten times the largest magnitude seen: wrong solutions fail on larger numbers
+        # (a recursion limit, a float where an int is due), but a solution's time grows with
+        # them, and a call the behaviour program gives up on is no evidence (the inputs are run
+        # smallest first).
+        largest = max((abs(i) for i in shape.ints), default=0)
+        bound = max(10, 10 * largest)
+        options += [value * 10, value * 10 + rng.randint(1, 9), -value - 1]
         low = max(-bound, shape.stated_low if shape.stated_low is not None else -bound)
         high = min(bound, shape.stated_high if shape.stated_high is not None else bound)
         if low > high:
@@ -451,13 +611,13 @@ def _mutate(value: Any, shape: Shape, domain: Domain, rng: random.Random, depth:
             [value * 2, value / 2, -value, value + 0.5, value - 0.5, float(round(value)), value + 1]
         )
     if kind == "str":
-        return _mutate_text(value, shape, rng)
+        return _mutate_text(value, shape, rng, domain.loose)
     if kind in ("list", "tuple"):
         items = list(value)
-        items = _mutate_items(items, shape, domain, rng, depth)
+        items = _mutate_items(items, shape, domain, rng, depth, numbers)
         return items if kind == "list" else tuple(items)
     if kind == "set":
-        items = _mutate_items(sorted(value, key=repr), shape, domain, rng, depth)
+        items = _mutate_items(sorted(value, key=repr), shape, domain, rng, depth, numbers)
         try:
             return set(items)
         except TypeError:
@@ -483,8 +643,10 @@ def _mutate(value: Any, shape: Shape, domain: Domain, rng: random.Random, depth:
     return value
 
 
-def _mutate_text(value: str, shape: Shape, rng: random.Random) -> str:
+def _mutate_text(value: str, shape: Shape, rng: random.Random, loose: bool = False) -> str:
     letters = sorted(shape.alphabet) or list(string.ascii_lowercase)
+    if loose:  # other characters too: the other case, a digit, a space, punctuation
+        letters = sorted(set(letters) | {c.swapcase() for c in letters} | set(" 1!."))
     choice = rng.randrange(8)
     at = rng.randrange(len(value) + 1)
     if choice == 0 and len(value) < _MAX_SIZE:
@@ -510,7 +672,12 @@ def _mutate_text(value: str, shape: Shape, rng: random.Random) -> str:
 
 
 def _mutate_items(
-    items: list[Any], shape: Shape, domain: Domain, rng: random.Random, depth: int
+    items: list[Any],
+    shape: Shape,
+    domain: Domain,
+    rng: random.Random,
+    depth: int,
+    numbers: Sequence[Any] = (),
 ) -> list[Any]:
     choice = rng.randrange(9)
     if choice == 0 and items:
@@ -529,7 +696,7 @@ def _mutate_items(
             items.reverse()
     elif choice == 5 and items and depth < 3 and shape.items is not None:
         at = rng.randrange(len(items))
-        items[at] = _mutate(items[at], shape.items, domain, rng, depth + 1)
+        items[at] = _mutate(items[at], shape.items, domain, rng, depth + 1, numbers)
     elif choice == 6 and items and len(items) * 2 <= _MAX_SIZE:
         items = items + items[: rng.randint(1, len(items))]
     elif choice == 7 and len(items) > 1:
