@@ -69,7 +69,7 @@ def dashboard(
         # No sample: a task has no sample pass rate, and the reference's is all there is.
         add(
             "chart-reference-pass-rates",
-            reference_pass_rate_histogram(rates["reference_pass_rate"]),
+            pass_rate_histogram(rates["reference_pass_rate"], of="reference"),
             wide=True,
         )
         notes.append(
@@ -85,7 +85,7 @@ def dashboard(
         )
     else:
         add("chart-flags-by-domain", flags_by_domain(flags["by_domain"], inspection_id=finished_id))
-    add("chart-sample-pass-rates", sample_pass_rate_histogram(rates["sample_pass_rate"]))
+    add("chart-sample-pass-rates", pass_rate_histogram(rates["sample_pass_rate"]))
     add("chart-learnability", learnability_histogram(rates["learnability"]))
     if inspection is not None:
         durations = run_durations_data(inspection.pk)
@@ -319,23 +319,14 @@ def flags_by_domain(
     return _as_dict(fig)
 
 
-def sample_pass_rate_histogram(values: list[float]) -> Figure | None:
-    """How the tasks' sample pass rates spread over [0, 1]."""
+def pass_rate_histogram(values: list[float], *, of: str = "sample") -> Figure | None:
+    """How the tasks' pass rates of `of` ("sample", or "reference" for a set without samples)
+    spread over [0, 1]."""
     return _histogram(
         values,
         edges=np.linspace(0.0, 1.0, 11),
-        title="Sample pass rate of the tasks",
-        x_title="sample pass rate",
-    )
-
-
-def reference_pass_rate_histogram(values: list[float]) -> Figure | None:
-    """How the tasks' reference pass rates spread over [0, 1]: for a set without samples."""
-    return _histogram(
-        values,
-        edges=np.linspace(0.0, 1.0, 11),
-        title="Reference pass rate of the tasks",
-        x_title="reference pass rate",
+        title=f"{of.capitalize()} pass rate of the tasks",
+        x_title=f"{of} pass rate",
     )
 
 

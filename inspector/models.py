@@ -349,6 +349,7 @@ class Inspection(models.Model):
     FINISHED = "finished"
     FAILED = "failed"
     STATUS_CHOICES = [(s, s) for s in (QUEUED, RUNNING, ANALYSING, FINISHED, FAILED)]
+    ACTIVE = (QUEUED, RUNNING, ANALYSING)  # not ended yet: one at a time per version
 
     version = models.ForeignKey(
         TaskSetVersion, on_delete=models.CASCADE, related_name="inspections"
@@ -378,7 +379,7 @@ class Inspection(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.status in (Inspection.QUEUED, Inspection.RUNNING, Inspection.ANALYSING)
+        return self.status in Inspection.ACTIVE
 
     @property
     def percent(self) -> int:

@@ -65,6 +65,13 @@ INSENSITIVE = [
 ]
 
 
+def twins(text: str) -> tuple[dict, dict]:
+    """clamp/twin-a and clamp/twin-b, whose prompts are `text` ending in "." and in "!"."""
+    a, b = clamp_task("clamp/twin-a", FULL_CHECK), clamp_task("clamp/twin-b", FULL_CHECK)
+    a["prompt"], b["prompt"] = prompt("clamp", text + "."), prompt("clamp", text + "!")
+    return a, b
+
+
 def inspect(import_taskset, inspect_now, tasks, samples):
     version = import_taskset(name="depth", tasks=tasks, samples=samples)
     return inspect_now(version)
@@ -180,13 +187,8 @@ def test_a_prompt_holding_the_reference_and_a_near_copy_of_another_prompt_are_re
     leaky = clamp_task("clamp/leaky", FULL_CHECK)
     leaky["canonical_solution"] = "    return min(10, max(0, x))\n"
     leaky["prompt"] = prompt("clamp", "Clamp x into 0..10. Hint: return min(10, max(0, x))")
-    twin_a = clamp_task("clamp/twin-a", FULL_CHECK)
-    twin_a["prompt"] = prompt(
-        "clamp", "Clamp the integer x into the closed range from zero to ten, inclusive of both."
-    )
-    twin_b = clamp_task("clamp/twin-b", FULL_CHECK)
-    twin_b["prompt"] = prompt(
-        "clamp", "Clamp the integer x into the closed range from zero to ten, inclusive of both!"
+    twin_a, twin_b = twins(
+        "Clamp the integer x into the closed range from zero to ten, inclusive of both"
     )
     settings.ADVISORY_FLAGS_THAT_BLOCK = ["duplicate"]
     inspect(import_taskset, inspect_now, [leaky, twin_a, twin_b], [])
@@ -408,14 +410,7 @@ def test_a_slow_right_sample_passes_in_every_repeat_however_its_runs_are_batched
 def test_a_near_duplicate_links_to_its_twin_and_shows_how_the_prompts_differ(
     import_taskset, inspect_now, reviewer_client
 ):
-    twin_a = clamp_task("clamp/twin-a", FULL_CHECK)
-    twin_a["prompt"] = prompt(
-        "clamp", "Clamp the integer x into the closed range 0 to 10, both in."
-    )
-    twin_b = clamp_task("clamp/twin-b", FULL_CHECK)
-    twin_b["prompt"] = prompt(
-        "clamp", "Clamp the integer x into the closed range 0 to 10, both in!"
-    )
+    twin_a, twin_b = twins("Clamp the integer x into the closed range 0 to 10, both in")
     inspect(import_taskset, inspect_now, [twin_a, twin_b], [])
 
     duplicate = flag("clamp/twin-a", "duplicate")

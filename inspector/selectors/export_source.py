@@ -11,8 +11,6 @@ from inspector.models import Inspection, TaskSetVersion
 from inspector.selectors.tasksets import taskset_latest_version, version_last_finished
 from inspector.services.errors import Conflict, NotFound, ServiceError
 
-ACTIVE_STATUSES = (Inspection.QUEUED, Inspection.RUNNING, Inspection.ANALYSING)
-
 
 def inspection_progress_text(inspection: Inspection) -> str:
     return (
@@ -106,7 +104,7 @@ def export_source(
             )
         return source
     finished = version_last_finished(version)
-    active = version.inspections.filter(status__in=ACTIVE_STATUSES).order_by("-id").first()
+    active = version.inspections.filter(status__in=Inspection.ACTIVE).order_by("-id").first()
     if finished is None:
         if active is not None:
             raise Conflict(

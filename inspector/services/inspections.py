@@ -54,9 +54,7 @@ def inspection_config() -> dict:
 def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> Inspection:
     """Create every run of an inspection and hand them to the workers once committed.
     `trigger` says why it runs ("scheduled"; empty: someone asked)."""
-    running = version.inspections.filter(
-        status__in=(Inspection.QUEUED, Inspection.RUNNING, Inspection.ANALYSING)
-    ).first()
+    running = version.inspections.filter(status__in=Inspection.ACTIVE).first()
     if running is not None:
         raise ServiceError(
             f"Inspection #{running.pk} of {version} is still {running.status} "
