@@ -1045,3 +1045,36 @@ def test_a_run_cannot_see_what_an_earlier_run_left_in_tmp(
         ends_within(took)
         assert report(after) == []
     assert_host_untouched(sandbox, token)
+
+
+# --- Found by an outside attack on the renumbered tracebacks -------------------------------------
+
+HOSTILE_RAISES = {
+    "an exception whose str and repr raise": (
+        "class E(Exception):\n    def __str__(self): raise RuntimeError\n"
+        "    __repr__ = __str__\nraise E()\n"
+    ),
+    "a cycle of causes": (
+        "a, b = ValueError('a'), ValueError('b')\na.__cause__ = b\nb.__context__ = a\nraise a\n"
+    ),
+    "a SyntaxError whose line number cannot be written": (
+        "e = SyntaxError('x')\ne.filename, e.lineno = 'solution.py', 10 ** 5000\nraise e\n"
+    ),
+    "a SyntaxError whose line number is text": (
+        "e = SyntaxError('x')\ne.filename, e.lineno = 'solution.py', 'zz'\nraise e\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("module", list(HOSTILE_RAISES.values()), ids=list(HOSTILE_RAISES))
+def test_a_solution_that_raises_a_hostile_exception_fails_and_the_next_run_is_clean(
+    sandbox, token: str, module: str
+) -> None:
+    # The traceback of a solution that did not load is renumbered in its own process; however
+    # odd the exception, the run fails (it raised) and the session's next runs are untouched.
+    with opened(sandbox) as session:
+        result, _ = run(session, hostile(token, WRONG, module))
+        assert result.outcome is Outcome.FAILED, describe(result)
+        honest_run_passes(session)
+        assert not session.run(WRONG).passed
+    assert_host_untouched(sandbox, token)
