@@ -67,6 +67,9 @@ class TaskSet(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     terminal_mode = models.CharField(max_length=10, choices=MODE_CHOICES, default=FAITHFUL)
+    # How answer-graded tasks' responses are read (workers/sandbox/verifier.py RULES): where
+    # the final answer is taken from, as the set's RL reward takes it.
+    answer_rule = models.CharField(max_length=20, default="auto")
     # Scheduled re-inspection: an inactive set is never re-inspected; `reinspect_hours` overrides
     # REINSPECT_EVERY_HOURS for this set (0: never).
     active = models.BooleanField(default=True)
@@ -136,14 +139,20 @@ class Task(models.Model):
     STATUS_CHOICES = [(ACTIVE, "active"), (QUARANTINED, "quarantined")]
     FUNCTION = "function"
     TERMINAL = "terminal"
-    KIND_CHOICES = [(FUNCTION, "function (HumanEval-style)"), (TERMINAL, "terminal (task folder)")]
+    ANSWER = "answer"
+    KIND_CHOICES = [
+        (FUNCTION, "function (HumanEval-style)"),
+        (TERMINAL, "terminal (task folder)"),
+        (ANSWER, "answer-graded (question and label)"),
+    ]
 
     version = models.ForeignKey(TaskSetVersion, on_delete=models.CASCADE, related_name="tasks")
     task_id = models.CharField(max_length=500)
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=10, choices=KIND_CHOICES, default=FUNCTION)
     # For terminal tasks: the instruction, the reference's entry script and the check's entry
-    # script; the whole folder is in `source`.
+    # script; the whole folder is in `source`. For answer-graded tasks: the question and its
+    # label (the reference answer as uploaded); `test` and `entry_point` stay empty.
     prompt = models.TextField()
     canonical_solution = models.TextField()
     test = models.TextField()
@@ -153,6 +162,11 @@ class Task(models.Model):
     # The uploaded line exactly as read: the manifest writes it back unchanged.
     source = models.JSONField()
     content_hash = models.CharField(max_length=64, db_index=True)
+    # Answer-graded tasks: the label's type (number, expression, choice, text; empty: inferred)
+    # and the label a reviewer put in place of the uploaded one (empty: none), which the
+    # manifest carries; the audit trail holds who and why.
+    answer_type = models.CharField(max_length=20, blank=True)
+    corrected_label = models.TextField(blank=True)
     # Static findings that need no run (terminal tasks): code, file, line, message.
     lint = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=12, choices=STATUS_CHOICES, default=ACTIVE)
@@ -313,6 +327,35 @@ class Task(models.Model):
             task=self, actor=by, action=ReviewEvent.RELEASE, note=note.strip()
         )
 
+    @property
+    def label(self) -> str:
+        """An answer-graded task's label in force: the reviewer's correction, else the upload's."""
+        return self.corrected_label or self.canonical_solution
+
+    @transaction.atomic
+    def relabel(self, *, by, label: str, reason: str) -> ReviewEvent:
+        """Put `label` in place of the uploaded label (the uploaded one again: undo), with a
+        reason, audited like a quarantine."""
+        if self.kind != Task.ANSWER:
+            raise ValueError("Only answer-graded tasks have a label to correct.")
+        label, reason = label.strip(), reason.strip()
+        if not label:
+            raise ValueError("A new label is required.")
+        if not reason:
+            raise ValueError("A reason is required to relabel a task.")
+        if len(label) > 10_000:
+            raise ValueError("A label is at most 10,000 characters.")
+        self.ensure_free_for(by)
+        before = self.label
+        self.corrected_label = "" if label == self.canonical_solution else label
+        self.save(update_fields=("corrected_label",))
+        return ReviewEvent.objects.create(
+            task=self,
+            actor=by,
+            action=ReviewEvent.RELABEL,
+            note=f"{before!r} -> {label!r}: {reason}",
+        )
+
     def refresh_open_flags(self) -> None:
         """Recompute the queue columns from the flags of the task's latest inspection."""
         blocking = self.flags.filter(
@@ -331,6 +374,9 @@ class Sample(models.Model):
     position = models.PositiveIntegerField()
     completion = models.TextField()
     model = models.CharField(max_length=200, blank=True)
+    # Answer-graded tasks: the final answer the sample's source extracted (its `completion` is
+    # the whole response); empty when not given.
+    answer = models.TextField(blank=True)
 
     class Meta:
         ordering = ("task", "position")
@@ -575,6 +621,7 @@ class ReviewEvent(models.Model):
     ASSIGN = "assign"
     NEW_VERSION = "new_version"
     COMMENT = "comment"
+    RELABEL = "relabel"
     ACTION_CHOICES = [
         (COMMENT, "commented"),
         (CONFIRM, "confirmed a flag"),
@@ -583,6 +630,7 @@ class ReviewEvent(models.Model):
         (RELEASE, "released"),
         (ASSIGN, "assigned"),
         (NEW_VERSION, "uploaded a new version"),
+        (RELABEL, "relabeled"),
     ]
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")

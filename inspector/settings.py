@@ -262,6 +262,21 @@ TERMINAL_RUNS_PER_MESSAGE = envint("TERMINAL_RUNS_PER_MESSAGE", "24")
 # allows it (a run honours a task's allow_internet only when TERMINAL_RUN_NETWORK is not none).
 TERMINAL_BUILD_NETWORK = env("TERMINAL_BUILD_NETWORK", "none")
 TERMINAL_RUN_NETWORK = env("TERMINAL_RUN_NETWORK", "none")
+# Answer-graded tasks (questions with a label): each sample's response and the label itself go
+# through the set's verifier (workers/sandbox/verifier.py) in the sandbox, with this long for
+# each answer; and so do the verifier probes (inspector/detect/answer_probes.py), responses that
+# must earn nothing. A message carries this many of a set's verifications (one sandbox start).
+ANSWER_PROBES = [
+    p
+    for p in env(
+        "ANSWER_PROBES",
+        "several_boxed,candidate_list,scattered_digits,empty_box,text_wrapper,long_response,"
+        "wrong_place,first_number",
+    ).split(",")
+    if p
+]
+ANSWER_PER_ANSWER_SECONDS = envfloat("ANSWER_PER_ANSWER_SECONDS", "2")
+ANSWER_RUNS_PER_MESSAGE = envint("ANSWER_RUNS_PER_MESSAGE", "400")
 # A probe that beats at least this share of a set's tasks (and at least MIN tasks) is a finding
 # about the harness: reported once on the inspection, not flagged on each task.
 HARNESS_FINDING_SHARE = envfloat("HARNESS_FINDING_SHARE", "0.9")

@@ -29,6 +29,13 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
     from inspector.detect.flags import analyse_runs  # pandas: only the analysis needs it
 
     inspection = Inspection.objects.select_related("version").get(pk=inspection_id)
+    if inspection.config.get("kind") == Task.ANSWER:
+        from inspector.services.answer_runs import answer_analysis
+
+        analysis, runs_of = answer_analysis(inspection)
+        return _flags_store(
+            inspection, list(analysis.findings), analysis, None, runs_of, analysis.harness_findings
+        )
     rows = Run.objects.filter(inspection_id=inspection_id).values_list(
         "pk",
         "task_id",
@@ -104,6 +111,13 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
                 Task.objects.filter(pk__in=list(analysis.boundary)).values_list("pk", "task_id")
             )
             harness_findings = boundary_findings(analysis, names)
+    return _flags_store(inspection, findings, analysis, depth, runs_of, harness_findings)
+
+
+def _flags_store(inspection, findings, analysis, depth, runs_of, harness_findings) -> Inspection:
+    """Store the findings as the inspection's flags (a reviewer's dismissal carried over), the
+    per-task figures on each task, and finish the inspection."""
+    inspection_id = inspection.pk
     findings.extend(_drift(inspection, findings))
     with transaction.atomic():
         Flag.objects.filter(inspection_id=inspection_id).delete()

@@ -149,15 +149,19 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
         .select_related("task", "sample", "inspection")
         .order_by("repeat", "pk")
     )
+    runs_done = runs
+    answer = [run for run in runs if run.task.kind == Task.ANSWER]
+    if answer:
+        from inspector.services.answer_runs import answer_runs_execute
+
+        answer_runs_execute(answer, token=token)
+        runs = [run for run in runs if run.task.kind != Task.ANSWER]
     terminal = [run for run in runs if run.task.kind == Task.TERMINAL]
     if terminal:
         terminal_runs_execute(terminal, token=token)
-        runs_done = runs
         runs = [run for run in runs if run.task.kind != Task.TERMINAL]
-        if not runs:
-            return runs_done
-    else:
-        runs_done = runs
+    if not runs:
+        return runs_done
     tasks: dict[int, FunctionTask] = {}
     failed: dict[int, str] = {}
     behaviour_done: dict[str, Execution] = {}

@@ -40,6 +40,10 @@ def inspection_config() -> dict:
         "output_bytes": settings.RUN_OUTPUT_BYTES,
         "mutants": settings.INSPECT_MUTANTS,
         "behaviour": settings.INSPECT_BEHAVIOUR,
+        "answer": {
+            "probes": list(settings.ANSWER_PROBES),
+            "per_answer_seconds": settings.ANSWER_PER_ANSWER_SECONDS,
+        },
         "terminal": {
             "reference_repeats": settings.TERMINAL_REFERENCE_REPEATS,
             "sample_repeats": settings.TERMINAL_SAMPLE_REPEATS,
@@ -64,8 +68,16 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
     if trigger:
         config["trigger"] = trigger
     terminal = version.tasks.filter(kind=Task.TERMINAL).exists()
+    answer = not terminal and version.tasks.filter(kind=Task.ANSWER).exists()
     if terminal:
         config["mode"] = version.taskset.terminal_mode
+    if answer:
+        # The config says what the runs were: the set's rule, verifications, no repeats (a
+        # verifier is deterministic), no mutants or behaviour programs.
+        config["answer"]["rule"] = version.taskset.answer_rule
+        config["kind"] = Task.ANSWER
+    else:
+        del config["answer"]
     inspection = Inspection.objects.create(version=version, created_by=by, config=config)
     samples_of: dict[int, list[int]] = {}
     for sample_pk, task_pk in Sample.objects.filter(task__version=version).values_list(
@@ -92,6 +104,14 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
                         kind=Run.SAMPLE, sample_id=sample_pk, mode=config["mode"], repeat=r, **base
                     )
             return
+        if answer:
+            # The label itself (can the verifier read it?), each sample once, each probe once.
+            yield Run(kind=Run.REFERENCE, repeat=1, **base)
+            for sample_pk in samples_of.get(task_pk, ()):
+                yield Run(kind=Run.SAMPLE, sample_id=sample_pk, repeat=1, **base)
+            for probe in config["answer"]["probes"]:
+                yield Run(kind=Run.PROBE, probe=probe, repeat=1, **base)
+            return
         for r in range(1, config["reference_repeats"] + 1):
             yield Run(kind=Run.REFERENCE, repeat=r, **base)
         for sample_pk in samples_of.get(task_pk, ()):
@@ -103,7 +123,7 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
         yield from deeper.get(task_pk, ())
 
     deeper: dict[int, list[Run]] = {}
-    if not terminal and (config["mutants"] or config["behaviour"]):
+    if not terminal and not answer and (config["mutants"] or config["behaviour"]):
         deeper = _deeper_runs(inspection, version, config, samples_of)
     task_pks = list(version.tasks.order_by("position").values_list("pk", flat=True))
     batch: list[Run] = []
@@ -206,10 +226,28 @@ def inspection_dispatch(*, inspection_id: int) -> int:
         status=Inspection.RUNNING, started_at=now, updated_at=now
     )
     queued = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED)
-    terminal = Task.objects.filter(version__inspections=inspection_id, kind=Task.TERMINAL).exists()
-    if terminal:
+    kinds = set(
+        Task.objects.filter(version__inspections=inspection_id)
+        .exclude(kind=Task.FUNCTION)
+        .order_by()
+        .values_list("kind", flat=True)
+        .distinct()[:2]
+    )
+    terminal = Task.TERMINAL in kinds
+    if Task.ANSWER in kinds:
+        # Verifications in order: a message holds a few dozen tasks' verifications, one sandbox
+        # start for all of them.
+        rows = (
+            (pk, task_id)
+            for pk, task_id in queued.order_by("task_id", "pk")
+            .values_list("pk", "task_id")
+            .iterator(chunk_size=5000)
+        )
+        per_message = settings.ANSWER_RUNS_PER_MESSAGE
+    elif terminal:
         # A task's runs together: its image is built once per message.
         rows = queued.order_by("pk").values_list("pk", "task_id").iterator(chunk_size=5000)
+        per_message = settings.TERMINAL_RUNS_PER_MESSAGE
     else:
         # Repeat by repeat: a task's repeats land in different messages, so in sessions with
         # different hash seeds (see runs_execute).
@@ -219,10 +257,8 @@ def inspection_dispatch(*, inspection_id: int) -> int:
             .values_list("pk", "repeat", "task_id")
             .iterator(chunk_size=5000)
         )
-    sent = enqueue.runs_send(
-        rows,
-        per_message=settings.TERMINAL_RUNS_PER_MESSAGE if terminal else settings.RUNS_PER_MESSAGE,
-    )
+        per_message = settings.RUNS_PER_MESSAGE
+    sent = enqueue.runs_send(rows, per_message=per_message)
     logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
     return sent
 

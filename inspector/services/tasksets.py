@@ -20,6 +20,7 @@ from inspector.models import (
     TaskSetVersion,
     file_name,
 )
+from inspector.services.answer_tasksets import answer_parse, is_answer_upload
 from inspector.services.errors import ServiceError
 from inspector.services.terminal_tasksets import is_terminal_upload, terminal_parse
 
@@ -38,12 +39,15 @@ def taskset_import(
     samples_file: BinaryIO | None = None,
     samples_name: str = "",
     terminal_mode: str = "",
+    answer_rule: str = "",
     by=None,
 ) -> TaskSetVersion:
     """Parse an upload whole, then store it as the next version of the named task set.
 
-    The upload is a HumanEval-style JSONL (plain or .gz) of function tasks, or terminal task
-    folders: a folder on disk (`tasks_folder`), a .zip or a .tar.gz. Raises TaskSetFormatError
+    The upload is a HumanEval-style JSONL (plain or .gz) of function tasks, a JSONL of
+    answer-graded questions (ours, GSM8K's or MATH's lines; `answer_rule` says how the set's
+    responses are read), or terminal task folders: a folder on disk (`tasks_folder`), a .zip or
+    a .tar.gz. Raises TaskSetFormatError
     (every bad line, with file, line and field) or ServiceError; either way nothing is stored."""
     name = name.strip()
     if not TASKSET_NAME_RE.match(name):
@@ -55,7 +59,13 @@ def taskset_import(
         raise ServiceError(
             f"Mode {terminal_mode!r} is not one of {TaskSet.FAITHFUL}, {TaskSet.ISOLATED}."
         )
+    if answer_rule:
+        from workers.sandbox.verifier import RULES
+
+        if answer_rule not in RULES:
+            raise ServiceError(f"Answer rule {answer_rule!r} is not one of {', '.join(RULES)}.")
     tasks_input: Path | BinaryIO | None = tasks_folder
+    answer = False
     if tasks_input is None:
         if tasks_file is None:
             raise ServiceError("Nothing to import: give a tasks file or a folder of tasks.")
@@ -63,7 +73,18 @@ def taskset_import(
         tasks_file.seek(0)
         if is_terminal_upload(head):
             tasks_input = tasks_file
-    if tasks_input is not None:
+        else:
+            answer = is_answer_upload(tasks_file)
+    if answer:
+        assert tasks_file is not None
+        answer_set = answer_parse(
+            tasks_file=tasks_file,
+            tasks_name=tasks_name,
+            samples_file=samples_file,
+            samples_name=samples_name,
+        )
+        task_rows, sample_rows = answer_set.tasks, answer_set.samples
+    elif tasks_input is not None:
         from inspector.formats.archive import ArchiveError
 
         try:
@@ -113,6 +134,9 @@ def taskset_import(
         if terminal_mode and taskset.terminal_mode != terminal_mode:
             taskset.terminal_mode = terminal_mode
             taskset.save(update_fields=("terminal_mode",))
+        if answer_rule and taskset.answer_rule != answer_rule:
+            taskset.answer_rule = answer_rule
+            taskset.save(update_fields=("answer_rule",))
         last = taskset.versions.order_by("-number").values_list("number", flat=True).first()
         version = TaskSetVersion.objects.create(
             taskset=taskset,
@@ -142,6 +166,7 @@ def taskset_import(
                     position=i,
                     completion=s["completion"],
                     model=s.get("model", ""),
+                    answer=s.get("answer", ""),
                 )
                 for i, s in enumerate(sample_rows)
             ],

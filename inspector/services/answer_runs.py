@@ -1,0 +1,270 @@
+"""Answer-graded tasks' runs: verifying claimed runs' answers in one sandbox per message (the
+set's verifier on each sample's response, on the label itself, and on the verifier probes) and
+recording each verdict exactly once.
+
+The verifier is workers/sandbox/verifier.py: model text is parsed only there, in the sandbox,
+never in this process."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models.functions import Length
+from django.utils import timezone
+
+from inspector.models import Inspection, Run
+from inspector.services.lifecycle import inspection_progress
+
+logger = logging.getLogger(__name__)
+
+# How a verdict's status becomes a run's outcome (passed: the verifier rewards the answer).
+_OUTCOME = {"timeout": "timed_out", "sandbox_error": "sandbox_error", "error": "failed"}
+
+
+def answer_text(run: Run) -> tuple[str, bool]:
+    """What a run verifies, and whether it is a bare answer (no response to read it from): the
+    label itself, a sample's response (or its given answer when it came without one), or a
+    probe's response, made from the label."""
+    task = run.task
+    if run.kind == Run.SAMPLE:
+        if run.sample.completion:
+            return run.sample.completion, False
+        return run.sample.answer, True
+    if run.kind == Run.PROBE:
+        from inspector.detect.answer_probes import answer_probe_texts
+
+        texts = answer_probe_texts(task.label, task.answer_type, task.prompt, seed=task.pk)
+        return texts.get(run.probe, ""), False
+    return task.label, True
+
+
+def answer_runs_execute(runs: list[Run], *, token: str) -> None:
+    """Verify claimed answer runs in one batch and record each verdict exactly once. A run
+    whose verdict is a sandbox error goes back to the queue while it has attempts left."""
+    from inspector import enqueue
+    from inspector.services.function_runs import run_limits, sandbox_backend
+    from workers.sandbox import SandboxUnavailable
+    from workers.sandbox.verifier import VerifyItem, verify_answers
+
+    if not runs:
+        return
+    inspection = runs[0].inspection
+    config = inspection.config.get("answer") or {}
+    per_answer = float(config.get("per_answer_seconds") or settings.ANSWER_PER_ANSWER_SECONDS)
+    lease = timezone.now() + timedelta(
+        seconds=per_answer * len(runs) + settings.RUN_LEASE_SLACK_SECONDS
+    )
+    Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.RUNNING, worker=token).update(
+        lease_expires_at=lease
+    )
+    live = [r for r in runs if r.inspection.status != Inspection.FAILED]
+    results: list[tuple[Run, dict]] = [
+        (r, {"outcome": "sandbox_error", "error": f"inspection #{r.inspection_id} failed"})
+        for r in runs
+        if r.inspection.status == Inspection.FAILED
+    ]
+    items = []
+    for run in live:
+        text, bare = answer_text(run)
+        items.append(
+            VerifyItem(
+                key=str(run.pk),
+                text=text,
+                label=run.task.label,
+                answer_type=run.task.answer_type,
+                bare=bare,
+            )
+        )
+    try:
+        verdicts = verify_answers(
+            sandbox_backend(),
+            items,
+            rule=config.get("rule") or "auto",
+            per_answer_seconds=per_answer,
+            limits=run_limits(),
+        )
+    except SandboxUnavailable as exc:
+        message = f"sandbox unavailable: {exc}"
+        logger.error("inspection %s: %s", inspection.pk, message)
+        Inspection.objects.filter(
+            pk=inspection.pk, status__in=(Inspection.QUEUED, Inspection.RUNNING)
+        ).update(status=Inspection.FAILED, error=message, finished_at=timezone.now())
+        verdicts = []
+        results.extend((r, {"outcome": "sandbox_error", "error": message}) for r in live)
+        live = []
+    for run, verdict in zip(live, verdicts, strict=True):
+        outcome = "passed" if verdict.correct else _OUTCOME.get(verdict.status, "failed")
+        if outcome == "sandbox_error" and run.attempts < settings.RUN_MAX_ATTEMPTS:
+            logger.warning("run %s: sandbox error, retrying: %s", run.pk, verdict.detail)
+            if Run.objects.filter(pk=run.pk, status=Run.RUNNING, attempts=run.attempts).update(
+                status=Run.QUEUED, error=verdict.detail[:2000]
+            ):
+                enqueue.runs_requeue_after_commit([run.pk])
+            continue
+        results.append(
+            (
+                run,
+                {
+                    "outcome": outcome,
+                    "seconds": verdict.seconds,
+                    "error": verdict.detail if verdict.status not in ("ok", "no_answer") else "",
+                    "detail": {
+                        "status": verdict.status,
+                        "extracted": verdict.extracted[:2000],
+                        "canonical": verdict.canonical[:2000],
+                        "why": verdict.detail[:2000],
+                        "label": run.task.label[:2000],
+                    },
+                },
+            )
+        )
+    answer_runs_record(results)
+
+
+def answer_runs_record(results: list[tuple[Run, dict]]) -> int:
+    """Record verdicts in one transaction, guarded by the attempt like every run's record, so a
+    swept and re-queued run is never recorded twice."""
+    finished = timezone.now()
+    recorded: dict[int, int] = {}
+    with transaction.atomic():
+        for run, result in results:
+            updated = Run.objects.filter(
+                pk=run.pk, status=Run.RUNNING, attempts=run.attempts
+            ).update(
+                status=Run.DONE,
+                outcome=result["outcome"],
+                duration=float(result.get("seconds") or 0.0),
+                detail=result.get("detail") or {},
+                error=str(result.get("error") or "")[:2000],
+                finished_at=finished,
+                lease_expires_at=None,
+            )
+            if updated:
+                run.outcome = result["outcome"]
+                recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
+    for inspection_id, count in recorded.items():
+        inspection_progress(inspection_id, count)
+    return sum(recorded.values())
+
+
+@dataclass(frozen=True)
+class _TaskFigures:
+    """What the queue columns take from an answer-graded task's analysis."""
+
+    reference_pass_rate: float | None  # 1.0: the verifier reads the label; 0.0: it cannot
+    sample_pass_rate: float | None
+
+
+@dataclass
+class AnswerAnalysisResult:
+    findings: list
+    stats: dict[int, _TaskFigures]
+    harness_findings: list[dict]
+
+
+def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[int, int]]:
+    """The inspection's verdicts as the plain tables inspector/detect/answers.py reads, its
+    findings, and the runs of each task (for the task's run count)."""
+    import pandas as pd
+
+    from inspector.detect.answers import analyse_answers
+    from inspector.models import Task
+
+    tasks = pd.DataFrame.from_records(
+        list(
+            Task.objects.filter(version_id=inspection.version_id)
+            .order_by("position")
+            .values_list("pk", "task_id", "prompt", "canonical_solution", "corrected_label")
+        ),
+        columns=["task_key", "task_id", "question", "uploaded", "corrected"],
+    )
+    if len(tasks):
+        tasks["label"] = tasks["corrected"].where(tasks["corrected"] != "", tasks["uploaded"])
+    else:
+        tasks["label"] = []
+    tasks = tasks.drop(columns=["uploaded", "corrected"])
+    verdicts, probes = [], []
+    label_status: dict[int, tuple[str, str]] = {}
+    runs_of: dict[int, int] = {}
+    rows = (
+        Run.objects.filter(inspection_id=inspection.pk)
+        .annotate(response_chars=Length("sample__completion"))
+        .values_list(
+            "pk",
+            "task_id",
+            "kind",
+            "sample__sample_id",
+            "sample__model",
+            "probe",
+            "outcome",
+            "detail",
+            "response_chars",
+        )
+    )
+    for pk, task_pk, kind, sample_id, model, probe, outcome, detail, chars in rows.iterator(
+        chunk_size=5000
+    ):
+        runs_of[task_pk] = runs_of.get(task_pk, 0) + 1
+        detail = detail or {}
+        status = detail.get("status") or ("sandbox_error" if outcome == "sandbox_error" else "error")
+        if kind == Run.REFERENCE:
+            label_status[task_pk] = (status, str(detail.get("canonical") or ""))
+        elif kind == Run.SAMPLE:
+            verdicts.append(
+                {
+                    "run_id": pk,
+                    "task_key": task_pk,
+                    "sample_id": sample_id,
+                    "model": model or "",
+                    "status": status,
+                    "extracted": str(detail.get("extracted") or ""),
+                    "canonical": str(detail.get("canonical") or ""),
+                    "correct": outcome == "passed",
+                    "response_chars": int(chars or 0),
+                }
+            )
+        elif kind == Run.PROBE:
+            probes.append(
+                {
+                    "run_id": pk,
+                    "task_key": task_pk,
+                    "probe": probe,
+                    "status": status,
+                    "extracted": str(detail.get("extracted") or ""),
+                    "correct": outcome == "passed",
+                }
+            )
+    tasks["label_status"] = [label_status.get(k, ("error", ""))[0] for k in tasks["task_key"]]
+    tasks["label_canonical"] = [label_status.get(k, ("", ""))[1] for k in tasks["task_key"]]
+    verdict_columns = [
+        "run_id", "task_key", "sample_id", "model", "status", "extracted", "canonical",
+        "correct", "response_chars",
+    ]  # fmt: skip
+    probe_columns = ["run_id", "task_key", "probe", "status", "extracted", "correct"]
+    analysis = analyse_answers(
+        tasks,
+        pd.DataFrame.from_records(verdicts, columns=verdict_columns),
+        pd.DataFrame.from_records(probes, columns=probe_columns),
+        harness_share=settings.HARNESS_FINDING_SHARE,
+        harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
+    )
+    stats = {}
+    for task_pk in tasks["task_key"]:
+        task_stats = analysis.stats.get(task_pk)
+        status = label_status.get(task_pk, ("", ""))[0]
+        stats[task_pk] = _TaskFigures(
+            reference_pass_rate=(1.0 if status == "ok" else 0.0) if status else None,
+            sample_pass_rate=getattr(task_stats, "sample_pass_rate", None),
+        )
+    return (
+        AnswerAnalysisResult(
+            findings=sorted(analysis.findings, key=lambda f: (f.task_key, -f.severity)),
+            stats=stats,
+            harness_findings=list(analysis.harness_findings),
+        ),
+        runs_of,
+    )

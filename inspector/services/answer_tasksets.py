@@ -1,0 +1,103 @@
+"""Reading an upload of answer-graded tasks (questions with a label: our JSONL, GSM8K's or
+MATH's lines, and an optional JSONL of sampled responses) whole, into the rows to store, and
+telling such an upload by its first line. `tasksets` stores the rows as a new version of the set;
+the reading of the lines themselves is in inspector/formats/answers.py."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from django.conf import settings
+
+from inspector.models import Task
+
+# Enough to hold the first line of any reasonable task file (a MATH solution is a few KiB).
+_SNIFF_BYTES = 1 << 20
+
+
+@dataclass
+class ParsedAnswerSet:
+    tasks: list[dict] = field(default_factory=list)  # Task fields
+    samples: list[dict] = field(default_factory=list)  # task_id, sample_id, completion, answer, model
+
+
+def first_line_object(stream: BinaryIO) -> dict | None:
+    """The first line of a JSONL upload (plain or gzip) as a JSON object, or None when it is
+    not one; the stream is left where it was."""
+    start = stream.tell()
+    head = stream.read(_SNIFF_BYTES)
+    stream.seek(start)
+    if head.startswith(b"\x1f\x8b"):
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, _SNIFF_BYTES)
+        except zlib.error:
+            return None
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    for line in head.split(b"\n"):
+        if line.strip():
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                return None
+            return obj if isinstance(obj, dict) else None
+    return None
+
+
+def is_answer_upload(stream: BinaryIO) -> bool:
+    """Is this JSONL a set of answer-graded tasks, going by its first line's fields?"""
+    from inspector.formats.answers import looks_like_answer_tasks
+
+    obj = first_line_object(stream)
+    return obj is not None and looks_like_answer_tasks(obj)
+
+
+def answer_parse(
+    *,
+    tasks_file: BinaryIO,
+    tasks_name: str,
+    samples_file: BinaryIO | None = None,
+    samples_name: str = "",
+) -> ParsedAnswerSet:
+    """Read the questions (and the sampled responses) whole into rows. Raises
+    TaskSetFormatError with every problem, by file, line and field; nothing is stored."""
+    from inspector.formats.answers import read_answer_taskset
+    from inspector.formats.humaneval import content_hash
+
+    parsed = read_answer_taskset(
+        tasks_file,
+        tasks_name=tasks_name,
+        samples_file=samples_file,
+        samples_name=samples_name,
+        max_bytes=settings.UPLOAD_MAX_BYTES,
+    )
+    rows = ParsedAnswerSet()
+    for t in parsed.tasks:
+        rows.tasks.append(
+            {
+                "task_id": t.task_id,
+                "kind": Task.ANSWER,
+                "prompt": t.question,
+                "canonical_solution": t.label,
+                "test": "",
+                "entry_point": "",
+                "answer_type": t.answer_type[:20],
+                "domain": t.domain[:200],
+                "metadata": {**t.metadata, "label_from": t.label_from} if t.label_from else t.metadata,
+                "source": t.source,
+                "content_hash": content_hash(t.source),
+            }
+        )
+    rows.samples = [
+        {
+            "task_id": s.task_id,
+            "sample_id": s.sample_id,
+            "completion": s.response,
+            "answer": s.answer,
+            "model": s.model[:200],
+        }
+        for s in parsed.samples
+    ]
+    return rows
