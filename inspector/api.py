@@ -136,6 +136,7 @@ def _taskset_upload(request: HttpRequest) -> JsonResponse:
             samples_file=samples_file,
             samples_name=samples_file.name if samples_file else "",
             terminal_mode=request.POST.get("terminal_mode", ""),
+            answer_rule=request.POST.get("answer_rule", ""),
             by=request.user,
         )
     except TaskSetFormatError as exc:

@@ -17,13 +17,17 @@ class UploadForm(forms.Form):
     tasks_file = forms.FileField(
         label="Tasks",
         help_text=(
-            "HumanEval-style JSONL (plain or .gz), or Harbor / Terminal-Bench task folders "
-            "as a .zip or .tar.gz (one folder per task)."
+            "HumanEval-style JSONL (plain or .gz); answer-graded questions as JSONL (task_id, "
+            "question, answer; GSM8K's and MATH's own lines too); or Harbor / Terminal-Bench "
+            "task folders as a .zip or .tar.gz (one folder per task)."
         ),
     )
     samples_file = forms.FileField(
         label="Sampled solutions (optional)",
-        help_text="JSONL: task_id and completion (functions) or script (terminal tasks).",
+        help_text=(
+            "JSONL: task_id and completion (functions), script (terminal tasks), or response "
+            "and/or answer, with model (answer-graded questions; every model's in one file)."
+        ),
         required=False,
     )
     terminal_mode = forms.ChoiceField(
@@ -35,6 +39,21 @@ class UploadForm(forms.Form):
             "faithful: agent and check share one container, as Harbor runs them. isolated: the "
             "check runs in a fresh container that gets only the agent's work folder."
         ),
+    )
+    answer_rule = forms.ChoiceField(
+        label="Answers are read",
+        choices=[
+            ("auto", "auto: \\boxed{}, then '#### ', then 'the answer is', then the last number"),
+            ("boxed", "boxed: the \\boxed{} answer only"),
+            ("gsm8k", "gsm8k: after the last '#### '"),
+            ("answer_is", "answer_is: after 'the answer is' / 'final answer:'"),
+            ("last_number", "last_number: the last number in the response"),
+            ("lenient", "lenient: math-verify's own defaults (any match counts)"),
+        ],
+        initial="auto",
+        required=False,
+        help_text="Answer-graded questions: where the final answer is taken from, as your RL "
+        "reward takes it.",
     )
 
 

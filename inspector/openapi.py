@@ -265,6 +265,17 @@ def document(server: str = "") -> dict:
                                             "type": "string",
                                             "enum": ["faithful", "isolated"],
                                         },
+                                        "answer_rule": {
+                                            "type": "string",
+                                            "enum": [
+                                                "auto",
+                                                "boxed",
+                                                "gsm8k",
+                                                "answer_is",
+                                                "last_number",
+                                                "lenient",
+                                            ],
+                                        },
                                     },
                                 }
                             }

@@ -66,6 +66,7 @@ def taskset_upload(request: HttpRequest) -> HttpResponse:
                 samples_file=samples_file,
                 samples_name=samples_file.name if samples_file else "",
                 terminal_mode=form.cleaned_data.get("terminal_mode") or "",
+                answer_rule=form.cleaned_data.get("answer_rule") or "",
                 by=request.user,
             )
         except TaskSetFormatError as exc:

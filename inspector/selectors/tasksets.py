@@ -120,6 +120,7 @@ def version_overview(version: TaskSetVersion) -> dict:
         "quarantined": tasks.filter(status=Task.QUARANTINED).count(),
         "clean": clean_tasks(version=version).count(),
         "terminal": tasks.filter(kind=Task.TERMINAL).exists(),
+        "answer": tasks.filter(kind=Task.ANSWER).exists(),
         "learnability": learnability_distribution(rates),
         "harness_findings": finished.findings if finished else [],
     }

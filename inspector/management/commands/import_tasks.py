@@ -12,9 +12,10 @@ from inspector.models import TaskSet
 
 class Command(BaseCommand):
     help = (
-        "Import a task set as a new version of NAME: a HumanEval-style JSONL (plain or .gz), or "
-        "Harbor / Terminal-Bench task folders (a folder holding one folder per task, a .zip or "
-        "a .tar.gz)."
+        "Import a task set as a new version of NAME: a HumanEval-style JSONL (plain or .gz), a "
+        "JSONL of answer-graded questions (task_id, question, answer; or GSM8K's or MATH's own "
+        "lines), or Harbor / Terminal-Bench task folders (a folder holding one folder per task, "
+        "a .zip or a .tar.gz)."
     )
 
     def add_arguments(self, parser) -> None:
@@ -40,6 +41,12 @@ class Command(BaseCommand):
             default="",
             help="how terminal tasks run: faithful (as Harbor does, the default) or isolated",
         )
+        parser.add_argument(
+            "--answer-rule",
+            default="",
+            help="answer-graded questions: how the final answer is read from a response "
+            "(auto, boxed, gsm8k, answer_is, last_number, lenient; the default auto)",
+        )
 
     def handle(self, *args, **options) -> None:
         tasks_path = Path(options["tasks"])
@@ -60,6 +67,7 @@ class Command(BaseCommand):
                     samples_file=samples,
                     samples_name=str(samples_path or ""),
                     terminal_mode=options["mode"],
+                    answer_rule=options["answer_rule"],
                 )
         except TaskSetFormatError as exc:
             raise CommandError(str(exc)) from None
