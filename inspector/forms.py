@@ -49,6 +49,7 @@ class UploadForm(forms.Form):
             ("answer_is", "answer_is: after 'the answer is' / 'final answer:'"),
             ("last_number", "last_number: the last number in the response"),
             ("lenient", "lenient: math-verify's own defaults (any match counts)"),
+            ("given", "given: each sample's own answer field where it has one, else auto"),
         ],
         initial="auto",
         required=False,

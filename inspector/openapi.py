@@ -274,6 +274,7 @@ def document(server: str = "") -> dict:
                                                 "answer_is",
                                                 "last_number",
                                                 "lenient",
+                                                "given",
                                             ],
                                         },
                                     },

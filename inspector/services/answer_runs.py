@@ -25,12 +25,19 @@ logger = logging.getLogger(__name__)
 _OUTCOME = {"timeout": "timed_out", "sandbox_error": "sandbox_error", "error": "failed"}
 
 
-def answer_text(run: Run) -> tuple[str, bool]:
+# Not a verifier rule: the sample's own `answer` where it came with one (its source extracted it,
+# e.g. the result of a program-of-thought response), else the response read by `auto`.
+GIVEN = "given"
+
+
+def answer_text(run: Run, rule: str = "auto") -> tuple[str, bool]:
     """What a run verifies, and whether it is a bare answer (no response to read it from): the
-    label itself, a sample's response (or its given answer when it came without one), or a
-    probe's response, made from the label."""
+    label itself, a sample's response (or its given answer when it came without one, or when
+    the set's rule is GIVEN), or a probe's response, made from the label."""
     task = run.task
     if run.kind == Run.SAMPLE:
+        if run.sample.answer and rule == GIVEN:
+            return run.sample.answer, True
         if run.sample.completion:
             return run.sample.completion, False
         return run.sample.answer, True
@@ -67,9 +74,10 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
         for r in runs
         if r.inspection.status == Inspection.FAILED
     ]
+    rule = config.get("rule") or "auto"
     items = []
     for run in live:
-        text, bare = answer_text(run)
+        text, bare = answer_text(run, rule)
         items.append(
             VerifyItem(
                 key=str(run.pk),
@@ -83,7 +91,7 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
         verdicts = verify_answers(
             sandbox_backend(),
             items,
-            rule=config.get("rule") or "auto",
+            rule="auto" if rule == GIVEN else rule,
             per_answer_seconds=per_answer,
             limits=run_limits(),
         )

@@ -60,10 +60,13 @@ def taskset_import(
             f"Mode {terminal_mode!r} is not one of {TaskSet.FAITHFUL}, {TaskSet.ISOLATED}."
         )
     if answer_rule:
+        from inspector.services.answer_runs import GIVEN
         from workers.sandbox.verifier import RULES
 
-        if answer_rule not in RULES:
-            raise ServiceError(f"Answer rule {answer_rule!r} is not one of {', '.join(RULES)}.")
+        if answer_rule not in (*RULES, GIVEN):
+            raise ServiceError(
+                f"Answer rule {answer_rule!r} is not one of {', '.join((*RULES, GIVEN))}."
+            )
     tasks_input: Path | BinaryIO | None = tasks_folder
     answer = False
     if tasks_input is None:
