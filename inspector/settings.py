@@ -194,6 +194,10 @@ SANDBOX_CGROUP_ROOT = env("SANDBOX_CGROUP_ROOT", "")
 # Docker backend: the image (built locally by bin/build-sandbox-image) and how many containers
 # each worker process keeps started ahead of need.
 SANDBOX_IMAGE = env("SANDBOX_IMAGE", "inspector-sandbox:bookworm")
+# The answer verifier's libraries (requirements-verifier.txt), installed by bin/setup outside the
+# virtualenv and bound read-only into verifier sandboxes (the Docker backend's verifier image
+# carries its own copy: bin/build-sandbox-image).
+VERIFIER_LIB = env("VERIFIER_LIB", str(BASE_DIR / ".verifier-lib"))
 SANDBOX_POOL_SIZE = envint("SANDBOX_POOL_SIZE", "2")
 
 RUN_WALL_SECONDS = envfloat("RUN_WALL_SECONDS", "10")

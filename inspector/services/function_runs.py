@@ -36,6 +36,7 @@ def sandbox_backend():
         python=settings.SANDBOX_PYTHON or None,
         cgroups=settings.SANDBOX_CGROUPS,
         cgroup_root=settings.SANDBOX_CGROUP_ROOT or None,
+        verifier_lib=settings.VERIFIER_LIB or None,
     )
 
 

@@ -33,10 +33,13 @@ def get_sandbox(
     python: str | None = None,
     cgroups: str | None = None,
     cgroup_root: str | None = None,
+    verifier_lib: str | None = None,
 ) -> Sandbox:
     """The backend asked for. `cgroups` (auto, required, off) and `cgroup_root` say how the
     local backend limits a whole sandbox; unset, they come from SANDBOX_CGROUPS and
-    SANDBOX_CGROUP_ROOT in the environment (Docker limits each container by itself)."""
+    SANDBOX_CGROUP_ROOT in the environment (Docker limits each container by itself).
+    `verifier_lib` is the host folder of the answer verifier's libraries (default
+    $VERIFIER_LIB, else .verifier-lib); the Docker backend's verifier image carries its own."""
     if backend not in BACKENDS:
         raise SandboxUnavailable(
             f"unknown sandbox backend {backend!r}: accepted values are {', '.join(BACKENDS)}"
@@ -57,6 +60,7 @@ def get_sandbox(
         "cgroup_root": cgroup_root or os.environ.get("SANDBOX_CGROUP_ROOT") or None,
         # SANDBOX_POOL_SIZE=0 starts every sandbox when it is needed, on both backends.
         "park_ahead": min(int(os.environ.get("SANDBOX_POOL_SIZE") or 1), 1),
+        "verifier_lib": verifier_lib,
     }
     try:
         return LocalSandbox(python=python, **isolation)

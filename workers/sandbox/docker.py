@@ -6,7 +6,9 @@ one container for the solution's runner and one for the check's, and removes bot
 closes (or when a run times out; the next run takes fresh ones). Within a session every run is a
 clean fork of the runner, which kills every other process of its container and empties /tmp,
 /dev/shm and the run's work folder between runs. A container is never handed to another
-session. `run_python` uses a container of its own per program.
+session. `run_python` uses a container of its own per program. `run_verifier` too, from the
+verifier's image (`verifier_image_name()`: the sandbox image plus the verifier's libraries at
+/opt/verifier, made by bin/build-sandbox-image), started when asked rather than pooled.
 
 Every container: no network (only `lo`), read-only root, a sized tmpfs on /tmp and /work,
 uid/gid 65534, no capabilities, no-new-privileges, a pids and a memory limit (swap off), one CPU,
@@ -34,6 +36,7 @@ interpreter exit, an atexit hook) removes every container of this process.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import itertools
 import logging
 import os
@@ -61,7 +64,7 @@ from workers.sandbox.base import (
     SandboxUnavailable,
     classify,
 )
-from workers.sandbox.local import RUNNER_ENV
+from workers.sandbox.local import RUNNER_ENV, VERIFIER_MOUNT
 from workers.sandbox.owners import OwnerLabels
 from workers.sandbox.runner import BOOTSTRAP
 from workers.sandbox.session import (
@@ -75,6 +78,11 @@ from workers.sandbox.session import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "inspector-sandbox:bookworm"
+VERIFIER_REQUIREMENTS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "requirements-verifier.txt",
+)
+VERIFIER_BASE_LABEL = "inspector.verifier.base"  # the id of the image it was made from
 DEFAULT_POOL_SIZE = 2
 LABEL = "inspector.sandbox"
 WORKER_LABEL = "inspector.worker"  # "<host>:<pid>"
@@ -135,6 +143,17 @@ while True:
 _code = os.waitstatus_to_exitcode(_status)
 os._exit(_code if _code >= 0 else 128 - _code)
 """
+
+
+def verifier_image_name(image: str, requirements: str = VERIFIER_REQUIREMENTS) -> str:
+    """The verifier's image for a sandbox image, as bin/build-sandbox-image tags it:
+    <repository>:<tag>-verifier-<first 12 hex of sha256(requirements-verifier.txt)>."""
+    with open(requirements, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()[:12]
+    repository, _, tag = image.rpartition(":")
+    if not repository or "/" in tag:
+        repository, tag = image, "latest"
+    return f"{repository}:{tag}-verifier-{digest}"
 
 
 def _frame(payload: bytes) -> bytes:
@@ -325,6 +344,8 @@ class DockerSandbox:
             pool_size = int(os.environ.get("SANDBOX_POOL_SIZE") or DEFAULT_POOL_SIZE)
         self.pool_size = max(0, pool_size)
         self.python = python
+        self.verifier_image = os.environ.get("SANDBOX_VERIFIER_IMAGE") or ""
+        self._verifier_checked = ""
         self._host = socket.gethostname()
         self._init_process()
         self._api = self._connect()
@@ -398,7 +419,9 @@ class DockerSandbox:
             ipc_mode="private",
         )
 
-    def _create(self, key: _Key, api=None) -> _Box:
+    def _create(
+        self, key: _Key, api=None, *, image: str = "", environment: dict | None = None
+    ) -> _Box:
         """Create, attach and start one container (about 0.25 s, mostly the start)."""
         api = api or self._api
         host = re.sub(r"[^a-zA-Z0-9_.-]", "-", self._host)
@@ -406,12 +429,12 @@ class DockerSandbox:
             name = f"{NAME_PREFIX}{host}-{self._pid}-{next(self._counter)}"
             try:
                 created = api.create_container(
-                    self.image,
+                    image or self.image,
                     [self.python, "-I", "-c", _NO_SIGINT + BOOTSTRAP],
                     name=name,
                     hostname=HOSTNAME,
                     user=UID,
-                    environment=dict(RUNNER_ENV),
+                    environment=dict(environment or RUNNER_ENV),
                     working_dir=WORK,
                     stdin_open=True,  # with detach=False: StdinOnce, stdin ends with our stream
                     labels=dict(self._labels),
@@ -665,6 +688,53 @@ class DockerSandbox:
             return classify(run, limits)
         finally:
             self._destroy(box)
+
+    def run_verifier(self, program: str, *, limits: Limits) -> Execution:
+        """A verifier program (workers/sandbox/verifier.py) like run_python, in a container of
+        the verifier's image (its libraries at /opt/verifier), created for it."""
+        start = time.monotonic()
+        try:
+            image = self._verifier_ready()
+            box = self._create(
+                _Key.of(limits),
+                image=image,
+                environment={**RUNNER_ENV, "VERIFIER_LIB": VERIFIER_MOUNT},
+            )
+        except (DockerException, OSError, SandboxUnavailable, ChannelClosed) as exc:
+            run = RawRun(None, time.monotonic() - start, b"", b"", error=f"docker: {exc}")
+            return classify(run, limits)
+        with self._cond:
+            self._in_use.add(box.id)
+        try:
+            return self._run_in(box, program, limits)
+        except (DockerException, OSError, ChannelClosed) as exc:
+            run = RawRun(None, time.monotonic() - start, b"", b"", error=f"docker: {exc}")
+            return classify(run, limits)
+        finally:
+            self._destroy(box)
+
+    def _verifier_ready(self) -> str:
+        """The verifier's image, once checked to be there and made from this sandbox image."""
+        self._after_fork_check()
+        image = self.verifier_image or verifier_image_name(self.image)
+        if self._verifier_checked == image:
+            return image
+        rebuild = "run bin/build-sandbox-image (bin/docker-up) to make it"
+        try:
+            labels = self._api.inspect_image(image)["Config"].get("Labels") or {}
+            base = self._api.inspect_image(self.image)["Id"]
+        except ImageNotFound:
+            raise SandboxUnavailable(
+                f"the verifier image {image!r} is not there: {rebuild}"
+            ) from None
+        except (DockerException, OSError) as exc:
+            raise SandboxUnavailable(f"cannot inspect the image {image!r}: {exc}") from None
+        if labels.get(VERIFIER_BASE_LABEL) != base and not self.verifier_image:
+            raise SandboxUnavailable(
+                f"the verifier image {image!r} was made from another {self.image!r}: {rebuild}"
+            )
+        self._verifier_checked = image
+        return image
 
     def _run_in(self, box: _Box, program: str, limits: Limits) -> Execution:
         init = _RUN_INIT % {

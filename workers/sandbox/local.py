@@ -63,11 +63,27 @@ NO_BWRAP = (
     "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
 )
 _INIT_NAME = "sandbox-init"  # prefixes the one-off init's own error messages
+# Where a verifier program finds its libraries (requirements-verifier.txt) inside the sandbox.
+VERIFIER_MOUNT = "/opt/verifier"
 CGROUP_MODES = ("auto", "required", "off")
 _checks: dict[tuple[str, str, bool], str] = {}
 _checks_lock = threading.Lock()
 _warned = threading.Event()
 _cgroups_warned = threading.Event()
+
+
+def default_verifier_lib() -> str:
+    """$VERIFIER_LIB, else .verifier-lib in the checkout (what bin/setup installs)."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.environ.get("VERIFIER_LIB") or os.path.join(here, ".verifier-lib")
+
+
+def _no_verifier_lib(lib: str) -> str:
+    return (
+        f"the verifier's libraries are not installed at {lib}: run bin/setup (or set "
+        "VERIFIER_LIB to the folder of `pip install --no-deps --target DIR -r "
+        "requirements-verifier.txt`)"
+    )
 
 
 def default_python() -> str:
@@ -216,8 +232,10 @@ class _LocalBase:
         cgroup_mode: str = "auto",
         cgroup_root: str | None = None,
         park_ahead: int = 1,
+        verifier_lib: str | None = None,
     ) -> None:
         self.python = python or default_python()
+        self.verifier_lib = os.path.abspath(verifier_lib or default_verifier_lib())
         # One-off sandboxes kept started ahead of need, per set of limits (0: none).
         self.park_ahead = park_ahead
         self.uid_base = uid_base
@@ -407,8 +425,10 @@ class LocalSandbox(_LocalBase):
         env: dict[str, str] | None = None,
         *,
         work_tmpfs: bool = False,
+        verifier: bool = False,
     ) -> list[str]:
-        """bwrap's options, up to the command that becomes the sandbox's pid 1."""
+        """bwrap's options, up to the command that becomes the sandbox's pid 1; `verifier` binds
+        the verifier's libraries read-only at VERIFIER_MOUNT (for verifier programs only)."""
         argv = [self.bwrap, *_BWRAP_OPTIONS]
         real = os.path.realpath(self.python)
         if not real.startswith("/usr/"):
@@ -426,6 +446,9 @@ class LocalSandbox(_LocalBase):
             argv += ["--size", str(limits.file_bytes), "--tmpfs", "/work"]
         else:
             argv += ["--bind", folder, "/work"]
+        if verifier:
+            argv += ["--ro-bind", self.verifier_lib, VERIFIER_MOUNT]
+            env = {**(env or SANDBOX_ENV), "VERIFIER_LIB": VERIFIER_MOUNT}
         # The root is a tmpfs and /dev another (bwrap's, with its device nodes): read-only,
         # or a run could leave files there that no clean-up looks for.
         argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/work", "--clearenv"]
@@ -462,6 +485,24 @@ class LocalSandbox(_LocalBase):
                 return classify(RawRun(None, 0.0, b"", b"", error=error), limits)
         if park_next:
             self._want(limits)
+        return self._run_parked(parked, program, limits)
+
+    def run_verifier(self, program: str, *, limits: Limits) -> Execution:
+        """Run a verifier program (workers/sandbox/verifier.py) like run_python, in a sandbox
+        that also has the verifier's libraries read-only at VERIFIER_MOUNT (and
+        $VERIFIER_LIB naming it). Started when asked: a batch pays one start."""
+        self._after_fork_check()
+        if not os.path.isdir(self.verifier_lib):
+            error = _no_verifier_lib(self.verifier_lib)
+            return classify(RawRun(None, 0.0, b"", b"", error=error), limits)
+        try:
+            parked = self._park(limits, verifier=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            error = f"cannot start {self.bwrap}: {exc}"
+            return classify(RawRun(None, 0.0, b"", b"", error=error), limits)
+        return self._run_parked(parked, program, limits)
+
+    def _run_parked(self, parked: _Parked, program: str, limits: Limits) -> Execution:
         try:
             main = os.path.join(parked.folder, "main.py")
             with open(main, "w", encoding="utf-8") as fh:
@@ -489,7 +530,7 @@ class LocalSandbox(_LocalBase):
 
     # --- One-off sandboxes started ahead of need ----------------------------------------------
 
-    def _park(self, limits: Limits) -> _Parked:
+    def _park(self, limits: Limits, *, verifier: bool = False) -> _Parked:
         """A one-off sandbox, set up and blocked before its pid 1 runs; its work folder (bound
         at /work) gets main.py when a program is handed to it."""
         uid = self.run_uid()
@@ -502,7 +543,9 @@ class LocalSandbox(_LocalBase):
             cgroup = self._cgroup("program", limits)
             filter_fd = self._seccomp_fd()
             block_r, block_w = os.pipe()
-            options = self._argv(folder, limits, filter_fd)  # ends with --as-pid-1
+            options = self._argv(
+                folder, limits, filter_fd, verifier=verifier
+            )  # ends with --as-pid-1
             init = ONE_OFF_INIT % {"name": _INIT_NAME}
             argv = [*options[:-1], "--block-fd", str(block_r), *options[-1:]]
             proc = spawn(
@@ -708,6 +751,16 @@ class UnsandboxedSandbox(_LocalBase):
             )
 
     def run_python(self, program: str, *, limits: Limits) -> Execution:
+        return self._run(program, limits, {})
+
+    def run_verifier(self, program: str, *, limits: Limits) -> Execution:
+        """A verifier program, finding its libraries in self.verifier_lib ($VERIFIER_LIB)."""
+        if not os.path.isdir(self.verifier_lib):
+            error = _no_verifier_lib(self.verifier_lib)
+            return classify(RawRun(None, 0.0, b"", b"", error=error), limits)
+        return self._run(program, limits, {"VERIFIER_LIB": self.verifier_lib})
+
+    def _run(self, program: str, limits: Limits, extra_env: dict[str, str]) -> Execution:
         uid = self.run_uid()
         cgroup = self._cgroup("program", limits)
         with work_folder(program, uid, self.work_root) as folder:
@@ -715,7 +768,7 @@ class UnsandboxedSandbox(_LocalBase):
                 run = execute(
                     [self.python, "-I", "main.py"],
                     cwd=folder,
-                    env={**SANDBOX_ENV, "HOME": folder},
+                    env={**SANDBOX_ENV, "HOME": folder, **extra_env},
                     limits=limits,
                     preexec=_limiter(limits, uid, cgroup),
                 )

@@ -1,0 +1,742 @@
+"""The answer verifier, as it runs inside a sandbox: sent there as text (workers/sandbox/verifier.py
+appends one call, `main("<base64 of the batch>")`), it imports nothing of the project, only the
+standard library and math_verify (from the folder in $VERIFIER_LIB, bound read-only).
+
+How a batch runs: this process (the parent) imports math_verify once, then forks a child that
+verifies the items in order and writes one JSON line per verdict to a pipe. The parent copies
+every line to stdout as it comes, so a verdict written is a verdict kept whatever happens next.
+An item that gives no verdict within its hard limit (per-answer seconds + 1) has its child
+killed; an item whose child dies (a crash, the memory limit) is that item's fault. Either way
+the parent names the item ("timeout", "error") and forks a fresh child for the rest: one
+sandbox start per batch, and a fork (a few ms) per bad item. A child also exits after any item
+that ended in an exception (a time-out, MemoryError): sympy's caches may be half-written.
+
+Untrusted text is never evaluated: the rules below are string scanners (linear, no regex that
+backtracks), numbers are read with `fractions.Fraction`, and math_verify sees only an answer
+already extracted (at most MAX_PARSE characters, no power towers, no huge exponents or
+factorials), through its LaTeX parser (ANTLR, no eval). The `lenient` rule alone hands the whole
+text to math_verify's default `parse`, whose expression fallback calls sympy's parse_expr (an
+eval) only on runs of digits, operators and spaces, which name nothing.
+
+Output lines: {"ready": s} after the imports, then {"i", "s", "e", "c", "ok", "t", "d"} per item
+(index, status, extracted, canonical, correct, seconds, detail), then {"done": n}.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import select
+import signal
+import sys
+import time
+import unicodedata
+from fractions import Fraction
+
+MAX_FIELD = 1000  # characters of extracted/canonical kept in a verdict
+MAX_DETAIL = 300
+MAX_PARSE = 1000  # longest answer handed to math_verify
+MAX_DEPTH = 10  # deepest nesting handed to math_verify (ANTLR slows down sharply past 12)
+MAX_EXPONENT_DIGITS = 4  # 2^{9999} is parsed; 2^{10000} is not
+MAX_FACTORIAL_DIGITS = 3  # 999! is parsed; 1000! is not
+MAX_NUMBER_DIGITS = 400
+MAX_BOXES = 50
+_BIG_EXPONENT = re.compile(r"\d{%d,}" % (MAX_EXPONENT_DIGITS + 1))  # noqa: UP031
+_BIG_FACTORIAL = re.compile(r"\d{%d,}\s*!" % (MAX_FACTORIAL_DIGITS + 1))  # noqa: UP031
+_BIG_BINOMIAL = re.compile(r"\\(?:binom|choose)\s*\{?\s*\d{%d,}" % (MAX_FACTORIAL_DIGITS + 1))  # noqa: UP031
+MAX_ANSWER_IS = 300  # characters taken after "the answer is"
+TOLERANCE = Fraction(1, 10**6)  # relative, for numbers
+RULES = ("auto", "boxed", "gsm8k", "answer_is", "last_number", "lenient")
+TYPES = ("number", "expression", "choice", "text")
+
+
+class Refused(Exception):
+    """An answer this verifier will not hand to a symbolic parser (the reason is the message)."""
+
+
+class Timeout(Exception):
+    pass
+
+
+class LabelError(Exception):
+    """The label itself cannot be read as its type."""
+
+
+# --- Extraction --------------------------------------------------------------------------------
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def boxed_contents(text: str) -> list[str]:
+    """The content of every outermost \\boxed{...} / \\fbox{...} with balanced braces (\\{ and \\}
+    are literal braces, not groups); a box that never closes is not an answer."""
+    found: list[str] = []
+    pos, n = 0, len(text)
+    while len(found) <= MAX_BOXES:
+        m = _BOX.search(text, pos)
+        if m is None:
+            break
+        i, depth = m.end(), 1
+        while i < n:
+            c = text[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        if depth:
+            break  # unclosed: nothing after it can close either
+        found.append(text[m.end() : i])
+        pos = i + 1  # boxes inside this one are part of its content
+    return found
+
+
+def after_hashes(text: str) -> str | None:
+    i = text.rfind("####")
+    if i < 0:
+        return None
+    line = text[i + 4 :].split("\n", 1)[0]
+    return line.strip()
+
+
+_ANSWER_IS = re.compile(
+    r"(?i)(?:the\s+final\s+answer\s+is|the\s+answer(?:\s*\([^()\n]{0,40}\))?\s+is"
+    r"|final\s+answer\s*:)\s*:?"
+)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+
+
+def after_answer_is(text: str) -> str | None:
+    last = None
+    for m in _ANSWER_IS.finditer(text):
+        last = m
+    if last is None:
+        return None
+    rest = text[last.end() : last.end() + MAX_ANSWER_IS]
+    end = _SENTENCE_END.search(rest)
+    return (rest[: end.start()] if end else rest).strip()
+
+
+_NUMBER = re.compile(
+    r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\w])|(?<![\w.])-?\.\d+"
+)
+
+
+def last_number(text: str) -> str | None:
+    """The last number of the text, looked for in a window from the end that grows until a
+    number that does not touch the window's edge is found (a 5 MB text is not scanned whole)."""
+    size = 4096
+    while True:
+        start = max(0, len(text) - size)
+        window = text[start:]
+        last = None
+        for m in _NUMBER.finditer(window):
+            last = m
+        if last is not None and (start == 0 or last.start() > 64):
+            return last.group(0)
+        if start == 0:
+            return None
+        size *= 8
+
+
+def extract(text: str, rule: str) -> tuple[str | None, list[str], str]:
+    """(answer, every different boxed answer when there are several, the rule that found it)."""
+    if rule in ("auto", "boxed"):
+        boxes = boxed_contents(text)
+        if boxes:
+            filled = [b for b in boxes if b.strip()]
+            if not filled:
+                return "", [], "boxed"
+            distinct = list(dict.fromkeys(b.strip() for b in filled))
+            return distinct[-1], distinct, "boxed"
+        if rule == "boxed":
+            return None, [], "boxed"
+    if rule in ("auto", "gsm8k"):
+        found = after_hashes(text)
+        if found is not None or rule == "gsm8k":
+            return found, [], "gsm8k"
+    if rule in ("auto", "answer_is"):
+        found = after_answer_is(text)
+        if found is not None or rule == "answer_is":
+            return found, [], "answer_is"
+    return last_number(text), [], "last_number"
+
+
+# --- Normalising an answer ---------------------------------------------------------------------
+
+_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+_SPACING = re.compile(r"\\[,;:! ]|\\quad|\\qquad|~")
+_DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+
+
+def unwrap(answer: str) -> str:
+    """The answer without the dressing around it: math delimiters, an outer \\boxed, \\left and
+    \\right, \\dfrac, trailing full stops."""
+    s = answer.strip()
+    for _ in range(4):
+        before = s
+        for left, right in _DELIMS:
+            if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
+                s = s[len(left) : len(s) - len(right)].strip()
+        boxes = boxed_contents(s) if s.startswith(("\\boxed", "\\fbox")) else []
+        if len(boxes) == 1 and s.rstrip().endswith("}"):
+            s = boxes[0].strip()
+        s = s.rstrip(" .").strip()
+        if s == before:
+            break
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("−", "-")
+    s = s.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
+    return s.strip()
+
+
+def _strip_variable(s: str) -> str:
+    # "x = 18" answers 18 (a label with an "=" of its own keeps it).
+    m = re.match(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?=\S)", s)
+    return s[m.end() :] if m else s
+
+
+# --- Numbers -----------------------------------------------------------------------------------
+
+_NUM_TOKEN = re.compile(
+    r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][+-]?\d{1,3})?|-?\.\d+(?:[eE][+-]?\d{1,3})?"
+)
+_LATEX_FRAC = re.compile(r"^(-?)\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}$")
+_PLAIN_FRAC = re.compile(r"^(-?\d+)\s*/\s*(-?\d+)$")
+_CURRENCY = re.compile(r"\\\$|\$|\\%|%|\\euro|€|£|¥|\^\s*\{?\s*\\circ\s*\}?|°|\\degree")
+_UNIT_WORDS = re.compile(r"^[A-Za-z][A-Za-z .'/-]*$")
+_SEPARATED = re.compile(r"\d\s*(?:,|;|\bor\b|\band\b)\s*-?\.?\d|\d\s+-?\d")
+
+
+class Candidates(Exception):
+    """Several numbers where one was asked for."""
+
+
+def read_number(answer: str) -> Fraction | None:
+    """The answer as an exact number, or None if it is not a plain number. Thousands separators
+    ("1,000", "1{,}000", "1\\,000") are dropped; "$", "\\$", "%" and "°" are dropped (50% reads
+    as 50, not 0.5: labels store the number the question asks for); unit words after the number
+    ("18 apples", "18 \\text{ dollars}") are dropped. Raises Candidates for "1, 2 or 3"."""
+    s = _strip_variable(unwrap(answer))
+    s = re.sub(r"(?<=\d)(?:\{,\}|\\,)(?=\d{3})", ",", s)
+    s = _TEXT_CMD.sub(lambda m: " " + m.group(1) + " ", s)
+    s = _CURRENCY.sub(" ", s).strip().rstrip(".").strip()
+    if not s:
+        return None
+    m = _LATEX_FRAC.match(s) or _PLAIN_FRAC.match(s)
+    if m:
+        groups = m.groups()
+        sign = -1 if len(groups) == 3 and groups[0] == "-" else 1
+        p, q = int(groups[-2]), int(groups[-1])
+        if q == 0 or len(groups[-2]) > MAX_NUMBER_DIGITS or len(groups[-1]) > MAX_NUMBER_DIGITS:
+            return None
+        return sign * Fraction(p, q)
+    tokens = list(_NUM_TOKEN.finditer(s))
+    if not tokens:
+        return None
+    if len(tokens) > 1:
+        if _SEPARATED.search(s) and not re.search(r"[\\^*+=(){}\[\]]", s):
+            raise Candidates(s)
+        return None
+    token = tokens[0]
+    rest = (s[: token.start()] + " " + s[token.end() :]).strip()
+    if rest and not _UNIT_WORDS.match(rest):
+        return None
+    if rest and s[: token.start()].strip():
+        return None  # words before the number: not a plain number
+    digits = token.group(0).replace(",", "")
+    if len(digits) > MAX_NUMBER_DIGITS:
+        return None
+    if digits.endswith("."):
+        digits = digits[:-1]
+    try:
+        return Fraction(digits)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def number_canonical(value: Fraction) -> str:
+    if value.denominator == 1:
+        return str(value.numerator)
+    q = value.denominator
+    for p in (2, 5):
+        while q % p == 0:
+            q //= p
+    if q == 1:
+        text = f"{float(value):.10g}"
+        return text if "e" in text or abs(value) < 10**10 else str(value)
+    return f"{value.numerator}/{value.denominator}"
+
+
+def numbers_equal(a: Fraction, b: Fraction) -> bool:
+    if a == b:
+        return True
+    return abs(a - b) <= TOLERANCE * max(abs(a), abs(b))
+
+
+# --- Choices and text --------------------------------------------------------------------------
+
+_CHOICE = re.compile(
+    r"^(?:(?:option|choice|answer)\s*)?[(\[]?([A-E])[)\]]?(?=$|[\s.:)\]])", re.IGNORECASE
+)
+_MORE_CHOICES = re.compile(r"(?:\bor\b|,|/|\band\b|&)\s*(?:option\s*)?[(\[]?[A-E][)\]]?(?:\W|$)")
+
+
+def read_choice(answer: str) -> str | None:
+    s = _TEXT_CMD.sub(lambda m: m.group(1), unwrap(answer)).strip()
+    m = _CHOICE.match(s)
+    if m is None:
+        return None
+    letter = m.group(1)
+    if letter.islower() and len(s) != 1 and not s.lower().startswith(("option", "choice")):
+        return None  # "a dog" is not option A
+    if _MORE_CHOICES.search(s[m.end() :]):
+        raise Candidates(s)
+    return letter.upper()
+
+
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+
+
+def text_canonical(answer: str) -> str:
+    s = _TEXT_CMD.sub(lambda m: m.group(1), unwrap(answer))
+    s = unicodedata.normalize("NFKC", s).casefold()
+    s = "".join(" " if unicodedata.category(c)[0] in "PSZ" else c for c in s)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+# --- Expressions (math_verify) -----------------------------------------------------------------
+
+
+def guard(answer: str) -> None:
+    """Refuse what would make a symbolic parser or sympy work without end."""
+    if len(answer) > MAX_PARSE:
+        raise Refused(f"answer too long to parse symbolically ({len(answer)} characters)")
+    depth = deepest = 0
+    for c in answer:
+        if c in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "})]":
+            depth -= 1
+    if deepest > MAX_DEPTH:
+        raise Refused(f"nested {deepest} levels deep (more than {MAX_DEPTH})")
+    s = answer.replace("**", "^")
+    i = s.find("^")
+    while i >= 0:
+        j = i + 1
+        while j < len(s) and s[j] == " ":
+            j += 1
+        if j < len(s) and s[j] == "{":
+            depth, k = 0, j
+            while k < len(s):
+                if s[k] == "{":
+                    depth += 1
+                elif s[k] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k += 1
+            exponent = s[j + 1 : k]
+        else:
+            m = re.match(r"\(?-?[\w.]*", s[j:])
+            exponent = m.group(0) if m else ""
+            k = j + len(exponent)
+        if "^" in exponent or s[k + 1 : k + 3].lstrip(" }").startswith("^"):
+            raise Refused("a tower of powers")
+        if _BIG_EXPONENT.search(exponent):
+            raise Refused("an exponent too large to evaluate")
+        i = s.find("^", i + 1)
+    if _BIG_FACTORIAL.search(s) or "!!" in s:
+        raise Refused("a factorial too large to evaluate")
+    if _BIG_BINOMIAL.search(s):
+        raise Refused("a binomial too large to evaluate")
+
+
+class Symbolic:
+    """math_verify, imported once in the parent, with its own SIGALRM time-out."""
+
+    def __init__(self, seconds: float) -> None:
+        import logging
+
+        logging.disable(logging.CRITICAL)  # math_verify logs every time-out; stderr stays quiet
+        from math_verify import LatexExtractionConfig, parse, verify  # noqa: PLC0415
+
+        self.parse_, self.verify_ = parse, verify
+        self.latex = [LatexExtractionConfig()]
+        self.seconds = max(1, int(seconds))
+
+    def parse(self, answer: str) -> list:
+        from math_verify.errors import TimeoutException  # noqa: PLC0415
+
+        guard(answer)
+        try:
+            found = self.parse_(
+                "\\boxed{" + answer + "}",
+                self.latex,
+                parsing_timeout=self.seconds,
+                raise_on_error=True,
+            )
+        except TimeoutException:
+            raise Timeout(f"parse timed out after {self.seconds} s") from None
+        except (Timeout, MemoryError, RecursionError):
+            raise
+        except Exception as exc:  # noqa: BLE001 (any parse failure is "cannot parse")
+            raise Refused(f"cannot parse: {type(exc).__name__}") from None
+        if not found or isinstance(found[0], str):
+            raise Refused("cannot parse")
+        return found
+
+    def equal(self, gold: list, target: list) -> bool:
+        from math_verify.errors import TimeoutException  # noqa: PLC0415
+
+        try:
+            return bool(
+                self.verify_(gold, target, timeout_seconds=self.seconds, raise_on_error=True)
+            )
+        except TimeoutException:
+            raise Timeout(f"comparison timed out after {self.seconds} s") from None
+        except (Timeout, MemoryError, RecursionError):
+            raise
+        except Exception:  # noqa: BLE001 (sympy cannot compare them: not equal)
+            return False
+
+    def canonical(self, parsed: list) -> str:
+        value = parsed[0]
+        try:
+            if getattr(value, "is_Rational", False):
+                return number_canonical(Fraction(int(value.p), int(value.q)))
+            if getattr(value, "is_Float", False):
+                return number_canonical(Fraction(str(value)))
+        except (ValueError, ZeroDivisionError):
+            pass
+        return str(value)[:MAX_FIELD]
+
+
+# --- Types and the verdict ---------------------------------------------------------------------
+
+
+def infer_type(label: str) -> str:
+    s = unwrap(label)
+    try:
+        if read_choice(s) is not None and len(s) <= 10:
+            return "choice"
+    except Candidates:
+        pass
+    try:
+        if read_number(s) is not None:
+            return "number"
+    except Candidates:
+        return "expression"
+    if re.search(r"[\\^_{}=+*/<>\[\]()|\d]", s):
+        return "expression"
+    return "text"
+
+
+def _list_like(s: str) -> bool:
+    depth = 0
+    for k, c in enumerate(s):
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+        elif c in ",;" and depth <= 0:
+            if c == "," and re.match(r"\d{3}(?!\d)", s[k + 1 :]) and k and s[k - 1].isdigit():
+                continue  # a thousands separator
+            return True
+    return bool(re.search(r"\bor\b|\band\b|\\pm|\\mp|±|\\lor|\\cup|\\\{", s))
+
+
+class Reader:
+    """One label read once, compared with any number of answers."""
+
+    def __init__(self, label: str, answer_type: str, symbolic: Symbolic | None) -> None:
+        self.symbolic = symbolic
+        raw = unwrap(label)
+        if not raw:
+            raise LabelError("the label is empty")
+        self.type = answer_type or infer_type(raw)
+        if self.type not in TYPES:
+            raise LabelError(f"unknown answer type {self.type!r}")
+        self.list_like = _list_like(raw)
+        self.has_equation = "=" in raw
+        try:
+            if self.type == "number":
+                value = read_number(raw)
+                if value is None:
+                    value = self._symbolic_number(raw)
+                self.value = value
+                self.canonical = number_canonical(value)
+            elif self.type == "choice":
+                letter = read_choice(raw)
+                if letter is None:
+                    raise LabelError("the label is not a choice letter A-E")
+                self.value = self.canonical = letter
+            elif self.type == "text":
+                self.value = self.canonical = text_canonical(raw)
+                if not self.value:
+                    raise LabelError("the label has no words")
+            else:
+                if symbolic is None:
+                    raise LabelError("no symbolic verifier")
+                self.value = symbolic.parse(raw)
+                self.canonical = symbolic.canonical(self.value)
+        except Candidates:
+            raise LabelError("the label is a list where one number was asked for") from None
+        except Refused as exc:
+            raise LabelError(f"the label cannot be parsed ({exc})") from None
+
+    def _symbolic_number(self, s: str) -> Fraction:
+        if self.symbolic is None:
+            raise LabelError("the label is not a number")
+        parsed = self.symbolic.parse(s)
+        value = _as_fraction(parsed[0])
+        if value is None:
+            raise LabelError("the label is not a number")
+        return value
+
+    def compare(self, answer: str) -> tuple[bool, str, str]:
+        """(correct, canonical, detail) for one extracted answer."""
+        s = unwrap(answer)
+        if not self.has_equation:
+            s = _strip_variable(s)
+        if self.type == "choice":
+            letter = read_choice(s)
+            if letter is None:
+                return False, text_canonical(s)[:MAX_FIELD], "not a choice letter"
+            return letter == self.value, letter, ""
+        if self.type == "text":
+            canon = text_canonical(s)
+            return canon == self.value, canon[:MAX_FIELD], ""
+        if not self.list_like and _list_like(s):
+            raise Candidates(s)
+        if self.type == "number":
+            value = read_number(s)
+            if value is None and self.symbolic is not None:
+                parsed = self.symbolic.parse(s)
+                value = _as_fraction(parsed[0])
+                if value is None:
+                    return False, self.symbolic.canonical(parsed), "not a number"
+            if value is None:
+                return False, "", "not a number"
+            return numbers_equal(value, self.value), number_canonical(value), ""
+        assert self.symbolic is not None
+        try:
+            value = read_number(s)  # a plain number needs no parser for its canonical form
+        except Candidates:
+            value = None  # a list, and the label is one too
+        parsed = self.symbolic.parse(s)
+        canon = number_canonical(value) if value is not None else self.symbolic.canonical(parsed)
+        return self.symbolic.equal(self.value, parsed), canon, ""
+
+
+def _as_fraction(value) -> Fraction | None:
+    try:
+        if getattr(value, "is_Rational", False):
+            return Fraction(int(value.p), int(value.q))
+        if getattr(value, "is_Float", False):
+            return Fraction(str(value))
+    except (ValueError, ZeroDivisionError):
+        return None
+    return None
+
+
+def _clip(s: str, n: int = MAX_FIELD) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def verdict(item: dict, rule: str, symbolic: Symbolic, labels: dict) -> dict:
+    """One item's verdict (status, extracted, canonical, correct, detail)."""
+    text, label, kind = item["t"], item["l"], item["a"]
+    key = (label, kind)
+    if key not in labels:
+        try:
+            labels[key] = Reader(label, kind, symbolic)
+        except LabelError as exc:
+            labels[key] = str(exc)
+    reader = labels[key]
+    if isinstance(reader, str):
+        return {"s": "error", "d": reader}
+    if rule == "lenient" and not item["b"]:
+        return lenient(text, label, symbolic)
+    if item["b"]:
+        answer, boxes, how = text, [], "bare"
+    else:
+        answer, boxes, how = extract(text, rule)
+    if answer is None:
+        return {"s": "no_answer", "d": f"no answer found by the {rule} rule"}
+    if not unwrap(answer):
+        return {"s": "no_answer", "e": "", "d": "empty box" if how == "boxed" else "empty answer"}
+    out = {"s": "ok", "e": _clip(answer), "d": "" if rule == how else f"found by the {how} rule"}
+    try:
+        if len(boxes) > 1:
+            canons = set()
+            for box in boxes:
+                canons.add(_canonical_of(reader, box))
+                if len(canons) > 1:
+                    break
+            if len(canons) > 1 or len(boxes) > MAX_BOXES:
+                out.update(ok=False, c="", d="several different boxed answers")
+                return out
+        correct, canon, detail = reader.compare(answer)
+        out.update(ok=correct, c=_clip(canon), d=detail or out["d"])
+    except Candidates:
+        out.update(ok=False, c="", d="a list of candidates where one answer was asked for")
+    except Refused as exc:
+        out.update(ok=False, c="", d=f"answer not verified: {exc}")
+    return out
+
+
+def _canonical_of(reader: Reader, box: str) -> str:
+    try:
+        return reader.compare(box)[1] or unwrap(box)
+    except (Candidates, Refused):
+        return "\x00" + unwrap(box)
+
+
+def lenient(text: str, label: str, symbolic: Symbolic) -> dict:
+    """math_verify's own defaults: its parse over the whole text (LaTeX and plain expressions,
+    any match), verify against the label parsed the same way."""
+    from math_verify.errors import TimeoutException  # noqa: PLC0415
+
+    try:
+        gold = symbolic.parse_(label, parsing_timeout=symbolic.seconds, raise_on_error=True)
+        if not gold:
+            gold = symbolic.parse_(
+                "$" + label + "$", parsing_timeout=symbolic.seconds, raise_on_error=True
+            )
+        found = symbolic.parse_(text, parsing_timeout=symbolic.seconds, raise_on_error=True)
+    except TimeoutException:
+        raise Timeout(f"parse timed out after {symbolic.seconds} s") from None
+    except Exception as exc:  # noqa: BLE001
+        return {"s": "error", "d": f"math_verify parse failed: {type(exc).__name__}"}
+    if not gold:
+        return {"s": "error", "d": "math_verify cannot parse the label"}
+    if not found:
+        return {"s": "no_answer", "d": "math_verify found no answer"}
+    extracted = str(found[-1]) if isinstance(found[-1], str) else str(found[0])
+    correct = symbolic.equal(gold, found)
+    return {"s": "ok", "e": _clip(extracted), "c": symbolic.canonical(found), "ok": correct}
+
+
+# --- The batch: parent and children ------------------------------------------------------------
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise Timeout("per-answer time limit reached")
+
+
+def child(items: list[dict], start: int, rule: str, seconds: float, out: int, symbolic) -> None:
+    """Verify items[start:] in order, one line each on `out`; exit after an item that ended in
+    an exception (the parent forks a fresh child for the rest)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")  # under the sandbox's memory limit, the kernel kills a child first
+    except OSError:
+        pass
+    signal.signal(signal.SIGPROF, _alarm)
+    labels: dict = {}
+    for index in range(start, len(items)):
+        began = time.monotonic()
+        clean = True
+        signal.setitimer(signal.ITIMER_PROF, seconds)  # CPU time; the parent's kill is wall
+        try:
+            result = verdict(items[index], rule, symbolic, labels)
+        except Timeout as exc:
+            result, clean = {"s": "timeout", "d": str(exc)}, False
+        except MemoryError:
+            result, clean = {"s": "error", "d": "ran out of memory"}, False
+        except RecursionError:
+            result, clean = {"s": "error", "d": "nested too deeply (recursion limit)"}, False
+        except Exception as exc:  # noqa: BLE001
+            result, clean = {"s": "error", "d": f"verifier error: {type(exc).__name__}"}, False
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+        result["i"] = index
+        result["t"] = round(time.monotonic() - began, 6)
+        result["d"] = _clip(result.get("d", ""), MAX_DETAIL)
+        line = (json.dumps(result, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        while line:
+            line = line[os.write(out, line) :]
+        if not clean:
+            os._exit(0)
+    os._exit(0)
+
+
+def emit(record: dict) -> None:
+    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def main(payload: str) -> None:
+    began = time.monotonic()
+    batch = json.loads(base64.b64decode(payload))
+    items, rule, seconds = batch["items"], batch["rule"], float(batch["seconds"])
+    hard = seconds + 1.0
+    sys.setrecursionlimit(3000)
+    try:
+        lib = os.environ.get("VERIFIER_LIB") or "/opt/verifier"
+        sys.path.insert(0, lib)
+        symbolic = Symbolic(seconds)
+    except Exception as exc:  # noqa: BLE001
+        emit({"fatal": f"cannot import math_verify from {lib}: {type(exc).__name__}: {exc}"})
+        sys.exit(3)
+    emit({"ready": round(time.monotonic() - began, 3)})
+    done = 0
+    while done < len(items):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            try:
+                child(items, done, rule, seconds, write_end, symbolic)
+            finally:
+                os._exit(1)
+        os.close(write_end)
+        buffer, deadline, started = b"", time.monotonic() + hard, time.monotonic()
+        ended = timed_out = False
+        while not ended:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([read_end], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(read_end, 1 << 16)
+            if not chunk:
+                ended = True
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                sys.stdout.write(line.decode("utf-8", "replace") + "\n")
+                done += 1
+                deadline, started = time.monotonic() + hard, time.monotonic()
+            sys.stdout.flush()
+        if timed_out:
+            os.kill(pid, signal.SIGKILL)
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+        if done < len(items) and (timed_out or status != 0):
+            code = os.waitstatus_to_exitcode(status)
+            if timed_out:
+                result = {"s": "timeout", "d": f"no verdict within {hard:g} s: killed"}
+            elif code == -signal.SIGKILL:
+                result = {"s": "error", "d": "killed (out of memory, most likely)"}
+            else:
+                result = {"s": "error", "d": f"the verifier's process ended ({code})"}
+            result.update(i=done, t=round(time.monotonic() - started, 6))
+            emit(result)
+            done += 1
+        elif done < len(items) and status == 0 and not timed_out:
+            # a child that exits cleanly after an item that raised: the next child goes on
+            continue
+    emit({"done": len(items)})
