@@ -19,11 +19,14 @@ class FlagCode(StrEnum):
     ANOMALY = "anomaly"
     DRIFT = "drift"
     SLOW_REFERENCE = "slow_reference"
+    # Answer-graded tasks: the verifier cannot parse the label itself, so no answer can match it.
+    UNVERIFIABLE_LABEL = "unverifiable_label"
 
 
 SEVERITY: dict[FlagCode, int] = {
     FlagCode.BROKEN_ENVIRONMENT: 95,
     FlagCode.DRIFT: 85,
+    FlagCode.UNVERIFIABLE_LABEL: 85,
     FlagCode.UNSOLVABLE: 90,
     FlagCode.MISLABELED: 80,
     FlagCode.REWARD_HACKABLE: 70,

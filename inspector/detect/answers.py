@@ -1,0 +1,837 @@
+"""Flags on answer-graded tasks (math and QA) from the verifier's verdicts (pandas, numpy and
+scikit-learn only; plain data frames in, findings out).
+
+Every sample's verdict says what final answer it committed to (`canonical`) and whether that
+equals the label (`correct`). The label may be wrong, so the samples vote on the true answer,
+weighed by how reliable their model is:
+
+- **Reliability** is a one-coin Dawid-Skene estimate, fitted by a few rounds of EM: a model's
+  chance of giving the true answer is its expected agreement with the true answer on the *other*
+  tasks of the set (leave one task out, so a task's own votes never vouch for its model), smoothed
+  by a Beta(2, 2) prior. The first round takes the labels as the truth; later rounds take the
+  posterior, so mislabeled tasks stop counting against the models that saw through them.
+- **Wrong answers are shared.** One-coin models assume a wrong answer is one of many; models share
+  mistakes (an off-by-one, a step everybody skips), so `q`, the chance that a wrong answer is a
+  given plausible value, is estimated from the set: the chance that two different models' wrong
+  answers on a task coincide, square-rooted (one dominant distractor of share d makes that d²).
+- **A model votes once per task**, with the shares of its answered samples, and weight
+  log(p / ((1 - p) q)) (zero when below): sixteen samples of one model are one opinion.
+  Samples whose model is unknown (`model` "") are pooled as one model. A set with no model
+  known at all votes sample by sample, all samples sharing one reliability, and needs a higher
+  posterior for `mislabeled` (nothing then shows that the agreeing samples are independent).
+- **The label has a prior**: the set's label accuracy, estimated as the mean posterior of the
+  labels (bounded to [0.5, 0.98]), the rest spread over the other answers seen.
+
+The posterior of an answer is then softmax(log prior + the weighted votes for it). Verdicts with
+status `sandbox_error` count as nothing; other statuses than `ok` are samples without an answer.
+Tasks whose label the verifier cannot parse (`label_status` not "ok") are `unverifiable_label`,
+take no part in the estimates, and get no verdict-based flag (every sample would look wrong).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from inspector.detect.codes import FlagCode
+from inspector.detect.depth import severity
+from inspector.detect.flags import FlagFinding
+from inspector.detect.signals.duplicates import near_duplicates
+
+__all__ = [
+    "PROBE_COLUMNS",
+    "TASK_COLUMNS",
+    "VERDICT_COLUMNS",
+    "AnswerAnalysis",
+    "AnswerSettings",
+    "AnswerStats",
+    "analyse_answers",
+    "stated_answer",
+]
+
+TASK_COLUMNS = ["task_key", "task_id", "question", "label", "label_status", "label_canonical"]
+VERDICT_COLUMNS = [
+    "run_id",
+    "task_key",
+    "sample_id",
+    "model",
+    "status",
+    "extracted",
+    "canonical",
+    "correct",
+    "response_chars",
+]
+PROBE_COLUMNS = ["run_id", "task_key", "probe", "status", "extracted", "correct"]
+NOT_COUNTED = "sandbox_error"
+OK = "ok"
+_LABEL = "\x00label"  # the answer key of samples the verifier found equal to the label
+MAX_SHOWN_ANSWERS = 8
+MAX_EVIDENCE_RUNS = 5
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    mislabeled_posterior: float = 0.9
+    mislabeled_posterior_unknown_models: float = 0.97
+    min_supporters: int = 2  # distinct models (samples, with no model known) on the consensus
+    support_share: float = 0.5  # a model supports an answer when this share of it gives it
+    min_samples: int = 4  # answered-or-not samples a task needs for any verdict-based flag
+    # Two answers are both well supported when the runner-up has this share of the vote
+    # weighed by reliability (see `support_weight`), and the leader at most the other.
+    ambiguous_second_share: float = 0.3
+    ambiguous_top_share: float = 0.7
+    unsolvable_consensus: float = 0.5  # a non-label answer with this weighted share is consensus
+    no_signal_min_samples: int = 8
+    label_prior_bounds: tuple[float, float] = (0.5, 0.98)
+    reliability_prior: tuple[float, float] = (2.0, 2.0)  # Beta(a, b): a agreements, b not
+    coincidence_bounds: tuple[float, float] = (0.02, 0.9)
+    em_rounds: int = 6
+    # A model's n samples on a task count as n ** sample_exponent independent votes.
+    sample_exponent: float = 0.5
+    # The label prior of the first round: low, so that a strong consensus can move the posterior
+    # before the set's label accuracy is estimated (it starts from the labels, so a high start
+    # would keep every posterior, and so the estimate, on the labels).
+    start_label_prior: float = 0.7
+    duplicate_similarity: float = 0.9
+
+
+@dataclass(frozen=True)
+class AnswerStats:
+    task_key: int
+    samples: int  # counted: every verdict but sandbox errors
+    answered: int  # samples with a final answer (status ok)
+    sample_pass_rate: float | None  # share of counted samples the verifier found correct
+    answer_count: int  # distinct final answers (the label's equivalents count as one)
+    top_answer: str | None
+    top_share: float | None  # of answered samples
+    models: tuple[str, ...]
+    label_posterior: float | None = None
+
+
+@dataclass(frozen=True)
+class AnswerAnalysis:
+    findings: list[FlagFinding]
+    stats: dict[int, AnswerStats]
+    harness_findings: list[dict]
+    distribution: dict[int, list[dict]]
+    # The fitted model, for the report and the evidence: model -> reliability on the whole set,
+    # the label prior and the coincidence of wrong answers.
+    model_reliability: dict[str, float] = field(default_factory=dict)
+    label_prior: float | None = None
+    coincidence: float | None = None
+
+
+def analyse_answers(
+    tasks: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    probes: pd.DataFrame,
+    *,
+    harness_share: float = 0.9,
+    harness_min_tasks: int = 5,
+    settings: AnswerSettings | None = None,
+) -> AnswerAnalysis:
+    """Flags, stats, harness findings and the answer distribution of every task (see the module
+    docstring for the model). Findings are sorted by task_key, then severity."""
+    settings = settings or AnswerSettings()
+    tasks = _frame(tasks, TASK_COLUMNS)
+    verdicts = _frame(verdicts, VERDICT_COLUMNS)
+    probes = _frame(probes, PROBE_COLUMNS)
+    task_rows = {int(r.task_key): r for r in tasks.itertuples(index=False)}
+    verifiable = {k for k, r in task_rows.items() if r.label_status == OK}
+
+    samples = _answer_keys(verdicts[verdicts["status"] != NOT_COUNTED])
+    models_known = bool((samples["model"] != "").any())
+    fit = _fit(samples, verifiable, models_known, settings)
+
+    findings: list[FlagFinding] = []
+    stats: dict[int, AnswerStats] = {}
+    distribution: dict[int, list[dict]] = {}
+    by_task = _samples_by_task(samples)
+    votes_by_task = _votes_by_task(fit.votes)
+    for task_key, row in task_rows.items():
+        group = by_task.get(task_key, [])
+        label_shown = row.label_canonical or row.label
+        distribution[task_key] = _distribution(group, label_shown)
+        stats[task_key] = _stats(task_key, group, label_shown, fit)
+        if task_key not in verifiable:
+            findings.append(_unverifiable(task_key, row))
+            continue
+        if not group:
+            continue
+        findings.extend(
+            _verdict_flags(
+                task_key,
+                row,
+                group,
+                votes_by_task.get(task_key, []),
+                distribution[task_key],
+                fit,
+                models_known,
+                settings,
+            )
+        )
+    findings.extend(_leaks(task_rows))
+    findings.extend(_duplicates(task_rows, settings))
+    hackable, harness = _probe_flags(probes, harness_share, harness_min_tasks)
+    findings.extend(hackable)
+    findings.sort(key=lambda f: (f.task_key, -f.severity, f.code))
+    return AnswerAnalysis(
+        findings=findings,
+        stats=stats,
+        harness_findings=harness,
+        distribution=distribution,
+        model_reliability=fit.reliability,
+        label_prior=round(fit.label_prior, 4),
+        coincidence=round(fit.coincidence, 4),
+    )
+
+
+# --- the inputs -------------------------------------------------------------------------------
+
+
+def _frame(data: Any, columns: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame(data) if not isinstance(data, pd.DataFrame) else data.copy()
+    for column in columns:
+        if column not in frame.columns:
+            if column in ("correct",):
+                frame[column] = False
+            elif column in ("response_chars", "run_id"):
+                frame[column] = 0
+            elif column == "task_key":
+                raise ValueError("every frame needs a task_key column")
+            else:
+                frame[column] = ""
+    for column in ("model", "status", "extracted", "canonical", "label_canonical", "label"):
+        if column in frame.columns:
+            frame[column] = frame[column].fillna("").astype(str)
+    if "correct" in frame.columns:
+        frame["correct"] = frame["correct"].fillna(False).astype(bool)
+    if "task_key" in frame.columns:
+        frame["task_key"] = frame["task_key"].astype(int)
+    return frame
+
+
+def _answer_keys(samples: pd.DataFrame) -> pd.DataFrame:
+    """Each sample's answer key: _LABEL if correct, its canonical answer if it gave one, else
+    None (no answer, a timeout, an error)."""
+    samples = samples.copy()
+    answered = (samples["status"] == OK) & (samples["canonical"] != "")
+    key = samples["canonical"].where(answered, None)
+    samples["key"] = key.where(~samples["correct"], _LABEL)
+    samples["answered"] = samples["key"].notna()
+    return samples
+
+
+# --- the vote ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Fit:
+    votes: pd.DataFrame  # task_key, voter, group, key, share, weight
+    posterior: dict[int, dict[str, float]]
+    reliability: dict[str, float]  # group -> reliability over the whole set
+    task_reliability: dict[tuple[int, str], float]  # (task, group) -> leave-one-out estimate
+    label_prior: float
+    coincidence: float
+
+
+def _fit(
+    samples: pd.DataFrame, verifiable: set[int], models_known: bool, settings: AnswerSettings
+) -> _Fit:
+    answered = samples[samples["answered"]].copy()
+    if models_known:
+        answered["voter"] = answered["model"]
+    else:
+        answered["voter"] = answered["run_id"].astype(str) + ":" + answered["sample_id"].astype(str)
+    answered["group"] = answered["model"]
+    counts = answered.groupby(["task_key", "voter", "group", "key"], sort=False).size()
+    votes = counts.rename("n").reset_index()
+    answered_n = votes.groupby(["task_key", "voter"])["n"].transform("sum")
+    votes["share"] = votes["n"] / answered_n
+    # A model's samples are not independent draws (they share its misconceptions): its n samples
+    # on a task count as n ** sample_exponent (by default sqrt(n)) independent votes, split by
+    # its shares.
+    votes["strength"] = votes["share"] * answered_n**settings.sample_exponent
+    votes["eligible"] = votes["task_key"].isin(verifiable)
+    votes["is_label"] = votes["key"] == _LABEL
+
+    # Candidates: every answer seen, and the label of every task that has votes.
+    cands = votes[["task_key", "key"]].drop_duplicates()
+    label_rows = pd.DataFrame({"task_key": votes["task_key"].unique(), "key": _LABEL})
+    cands = pd.concat([cands, label_rows]).drop_duplicates().reset_index(drop=True)
+    cands["is_label"] = cands["key"] == _LABEL
+    # The truth, if not the label, is taken to be one of the answers at least two voters reached
+    # (an answer only one voter gave is a mistake of its own far more often than the truth).
+    reached = votes.groupby(["task_key", "key"])["voter"].nunique().rename("voters").reset_index()
+    cands = cands.merge(reached, on=["task_key", "key"], how="left").fillna({"voters": 0})
+    others = cands[~cands["is_label"] & (cands["voters"] >= 2)].groupby("task_key").size()
+    cands["others"] = cands["task_key"].map(others).fillna(0).clip(lower=1)
+    cands["post"] = cands["is_label"].astype(float)  # round one: the labels are the truth
+
+    a, b = settings.reliability_prior
+    low, high = settings.label_prior_bounds
+    label_prior = settings.start_label_prior
+    coincidence = 0.5
+    task_rel = pd.Series(dtype=float)
+    for round_ in range(max(1, settings.em_rounds)):
+        merged = votes.merge(cands[["task_key", "key", "post"]], on=["task_key", "key"], how="left")
+        merged["agree"] = merged["share"] * merged["post"].fillna(0.0)
+        per_voter = (
+            merged.groupby(["task_key", "voter", "group"], sort=False)
+            .agg(agree=("agree", "sum"), eligible=("eligible", "first"))
+            .reset_index()
+        )
+        per_voter = per_voter[per_voter["eligible"]]
+        # A task counts by the posterior that its truth is among the answers given: one whose
+        # probable truth nobody reached (a broken question) says nothing about who is reliable.
+        seen = cands[cands["voters"] >= 1].groupby("task_key")["post"].sum()
+        per_voter["n"] = per_voter["task_key"].map(seen).fillna(0.0)
+        task_group = per_voter.groupby(["task_key", "group"]).agg(
+            agree=("agree", "sum"), n=("n", "sum")
+        )
+        totals = task_group.groupby(level="group").sum()
+        joined = task_group.join(totals.add_suffix("_all"))
+        task_rel = (joined["agree_all"] - joined["agree"] + a) / (
+            joined["n_all"] - joined["n"] + a + b
+        )
+        coincidence = _coincidence(votes, cands, settings)
+        if round_ > 0:
+            label_prior = float(
+                np.clip(
+                    cands.loc[cands["is_label"] & cands["task_key"].isin(verifiable), "post"].mean()
+                    if len(verifiable)
+                    else high,
+                    low,
+                    high,
+                )
+            )
+        votes = votes.drop(columns=["weight"], errors="ignore")
+        rel = votes.set_index(["task_key", "group"]).index.map(task_rel.to_dict())
+        rel = pd.Series(rel, index=votes.index, dtype=float)
+        # A task outside the estimate (unverifiable label) takes its group's whole-set figure.
+        whole = ((totals["agree"] + a) / (totals["n"] + a + b)).to_dict()
+        rel = rel.fillna(votes["group"].map(whole)).fillna(a / (a + b))
+        p = rel.clip(0.01, 0.99)
+        votes["weight"] = np.maximum(0.0, np.log(p / (1 - p)) - math.log(coincidence))
+        votes["rel"] = p
+        # For how well supported each answer is: the vote weighed by the log-odds of reliability
+        # alone (no credit for agreeing, which `weight` adds: a shared mistake is no support).
+        votes["support_weight"] = np.maximum(0.0, np.log(p / (1 - p))) ** 2
+        scored = (
+            votes.assign(s=votes["weight"] * votes["strength"])
+            .groupby(["task_key", "key"])["s"]
+            .sum()
+        )
+        cands = cands.drop(columns=["score"], errors="ignore")
+        cands["score"] = pd.Series(
+            cands.set_index(["task_key", "key"]).index.map(scored.to_dict()),
+            index=cands.index,
+            dtype=float,
+        ).fillna(0.0)
+        prior = np.where(cands["is_label"], label_prior, (1 - label_prior) / cands["others"])
+        cands["score"] += np.log(prior)
+        top = cands.groupby("task_key")["score"].transform("max")
+        expo = np.exp(cands["score"] - top)
+        cands["post"] = expo / expo.groupby(cands["task_key"]).transform("sum")
+
+    posterior: dict[int, dict[str, float]] = {}
+    for row in cands.itertuples(index=False):
+        posterior.setdefault(int(row.task_key), {})[row.key] = float(row.post)
+    whole = (
+        ((totals["agree"] + a) / (totals["n"] + a + b)) if len(task_rel) else pd.Series(dtype=float)
+    )
+    return _Fit(
+        votes=votes,
+        posterior=posterior,
+        reliability={str(k): round(float(v), 4) for k, v in whole.items()},
+        task_reliability={(int(t), str(g)): float(v) for (t, g), v in task_rel.items()},
+        label_prior=label_prior,
+        coincidence=coincidence,
+    )
+
+
+def _coincidence(votes: pd.DataFrame, cands: pd.DataFrame, settings: AnswerSettings) -> float:
+    """The chance that two different voters' wrong answers on a task are the same value, taking
+    each task's most probable answer as its truth; square-rooted (see the module docstring)."""
+    truth = cands.loc[cands.groupby("task_key")["post"].idxmax(), ["task_key", "key"]]
+    truth = dict(zip(truth["task_key"], truth["key"], strict=True))
+    wrong = votes[votes["key"] != votes["task_key"].map(truth)]
+    if wrong.empty:
+        return settings.coincidence_bounds[0]
+    per_answer = (
+        wrong.assign(square=wrong["share"] ** 2)
+        .groupby(["task_key", "key"])
+        .agg(total=("share", "sum"), squares=("square", "sum"))
+    )
+    same = (per_answer["total"] ** 2 - per_answer["squares"]).groupby(level="task_key").sum()
+    per_voter = wrong.groupby(["task_key", "voter"])["share"].sum()
+    mass = per_voter.groupby(level="task_key").sum()
+    pairs = mass**2 - (per_voter**2).groupby(level="task_key").sum()
+    if float(pairs.sum()) <= 0:
+        return settings.coincidence_bounds[0]
+    low, high = settings.coincidence_bounds
+    return float(np.clip(math.sqrt(max(0.0, float(same.sum()) / float(pairs.sum()))), low, high))
+
+
+# --- per task ---------------------------------------------------------------------------------
+
+
+class _Sample(NamedTuple):
+    run_id: int
+    sample_id: str
+    model: str
+    key: str | None  # see `_answer_keys`
+    correct: bool
+    chars: int
+
+
+class _Vote(NamedTuple):
+    voter: str
+    key: str
+    share: float
+    rel: float
+    weight: float
+    support_weight: float
+
+
+def _samples_by_task(samples: pd.DataFrame) -> dict[int, list[_Sample]]:
+    """Plain tuples per task: the per-task rules below loop in Python over a few dozen rows,
+    where pandas would pay its overhead once per task (100,000 tasks)."""
+    by_task: dict[int, list[_Sample]] = {}
+    ordered = samples.sort_values(["task_key", "run_id"], kind="stable")
+    for task_key, *fields in zip(
+        ordered["task_key"].tolist(),
+        ordered["run_id"].astype(int).tolist(),
+        ordered["sample_id"].astype(str).tolist(),
+        ordered["model"].tolist(),
+        ordered["key"].tolist(),
+        ordered["correct"].tolist(),
+        ordered["response_chars"].fillna(0).astype(int).tolist(),
+        strict=True,
+    ):
+        run_id, sample_id, model, key, correct, chars = fields
+        key = key if isinstance(key, str) else None  # pandas gives NaN for "no answer"
+        by_task.setdefault(task_key, []).append(
+            _Sample(run_id, sample_id, model, key, bool(correct), chars)
+        )
+    return by_task
+
+
+def _votes_by_task(votes: pd.DataFrame) -> dict[int, list[_Vote]]:
+    by_task: dict[int, list[_Vote]] = {}
+    for task_key, *fields in zip(
+        votes["task_key"].tolist(),
+        votes["voter"].astype(str).tolist(),
+        votes["key"].tolist(),
+        votes["share"].tolist(),
+        votes["rel"].tolist(),
+        votes["weight"].tolist(),
+        votes["support_weight"].tolist(),
+        strict=True,
+    ):
+        by_task.setdefault(task_key, []).append(_Vote(*fields))
+    return by_task
+
+
+def _distribution(group: list[_Sample], label_shown: str) -> list[dict]:
+    """Per final answer (the label's equivalents as one, "no answer" as None): count, share of
+    counted samples, per-model counts, and a representative sample (the shortest response)."""
+    if not group:
+        return []
+    parts: dict[str | None, list[_Sample]] = {}
+    for sample in group:
+        parts.setdefault(sample.key, []).append(sample)
+    rows = []
+    for key, part in parts.items():
+        rep = min(part, key=lambda x: (x.chars, x.run_id))
+        models: dict[str, int] = {}
+        for sample in part:
+            models[sample.model] = models.get(sample.model, 0) + 1
+        rows.append(
+            {
+                "answer": label_shown if key == _LABEL else key,
+                "count": len(part),
+                "share": round(len(part) / len(group), 4),
+                "models": dict(sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "is_label": key == _LABEL,
+                # the share of the reliability-weighted vote, set by the analysis of the votes
+                "weighted_share": None,
+                "sample_id": rep.sample_id,
+                "run_id": rep.run_id,
+            }
+        )
+    rows.sort(key=lambda r: (r["answer"] is None, -r["count"], not r["is_label"], str(r["answer"])))
+    return rows
+
+
+def _stats(task_key: int, group: list[_Sample], label_shown: str, fit: _Fit) -> AnswerStats:
+    if not group:
+        return AnswerStats(task_key, 0, 0, None, 0, None, None, ())
+    counts: dict[str, int] = {}
+    for sample in group:
+        if sample.key is not None:
+            counts[sample.key] = counts.get(sample.key, 0) + 1
+    answered = sum(counts.values())
+    top_key = max(counts, key=lambda k: (counts[k], k == _LABEL)) if counts else None
+    return AnswerStats(
+        task_key=task_key,
+        samples=len(group),
+        answered=answered,
+        sample_pass_rate=round(sum(x.correct for x in group) / len(group), 4),
+        answer_count=len(counts),
+        top_answer=None if top_key is None else (label_shown if top_key == _LABEL else top_key),
+        top_share=None if top_key is None else round(counts[top_key] / answered, 4),
+        models=tuple(sorted({x.model for x in group if x.model})),
+        label_posterior=(
+            round(fit.posterior[task_key][_LABEL], 4) if task_key in fit.posterior else None
+        ),
+    )
+
+
+def _verdict_flags(
+    task_key: int,
+    row: Any,
+    group: list[_Sample],
+    votes: list[_Vote],
+    shown: list[dict],
+    fit: _Fit,
+    models_known: bool,
+    settings: AnswerSettings,
+) -> list[FlagFinding]:
+    found: list[FlagFinding] = []
+    counted = len(group)
+    label_shown = row.label_canonical or row.label
+    posterior = fit.posterior.get(task_key, {_LABEL: 1.0})
+    voter_weight = {v.voter: v.support_weight for v in votes}
+    weight_total = sum(voter_weight.values())
+    voters = len(voter_weight) or 1
+    raw: dict[str, float] = {}
+    supporters: dict[str, int] = {}
+    any_votes: dict[str, int] = {}
+    for v in votes:
+        raw[v.key] = raw.get(v.key, 0.0) + (
+            v.support_weight * v.share / weight_total if weight_total > 0 else v.share / voters
+        )
+        any_votes[v.key] = any_votes.get(v.key, 0) + 1
+        if v.share >= settings.support_share:
+            supporters[v.key] = supporters.get(v.key, 0) + 1
+    support = sorted(raw.items(), key=lambda kv: (-kv[1], kv[0] != _LABEL, kv[0]))
+    for entry in shown:
+        key = _LABEL if entry["is_label"] else entry["answer"]
+        entry["weighted_share"] = None if key is None else round(raw.get(key, 0.0), 4)
+    blocking = False
+
+    def name(key: str) -> str:
+        return label_shown if key == _LABEL else key
+
+    def runs(key: str) -> list[int]:
+        return [x.run_id for x in group if x.key == key][:MAX_EVIDENCE_RUNS]
+
+    def evidence(extra: dict) -> dict:
+        models: dict[str, dict] = {}
+        for v in sorted(votes, key=lambda v: (-v.weight, v.voter)):
+            entry = models.setdefault(
+                v.voter,
+                {"reliability": round(v.rel, 3), "weight": round(v.weight, 3), "answers": {}},
+            )
+            entry["answers"][name(v.key)] = round(v.share, 3)
+        out = {
+            "label": row.label,
+            "label_canonical": label_shown,
+            "label_posterior": round(posterior.get(_LABEL, 0.0), 4),
+            "label_prior": round(fit.label_prior, 4),
+            "coincidence": round(fit.coincidence, 4),
+            "distribution": shown[:MAX_SHOWN_ANSWERS],
+            "models": dict(list(models.items())[:12]) if models_known else {},
+            "samples": counted,
+        }
+        out.update(extra)
+        return out
+
+    if counted >= settings.min_samples and len(support) >= 2:
+        (first, s1), (second, s2) = support[0], support[1]
+        if (
+            s2 >= settings.ambiguous_second_share
+            and s1 <= settings.ambiguous_top_share
+            and any_votes.get(first, 0) >= settings.min_supporters
+            and any_votes.get(second, 0) >= settings.min_supporters
+        ):
+            split = [name(first), name(second)]
+            found.append(
+                _finding(
+                    task_key,
+                    FlagCode.AMBIGUOUS,
+                    min(1.0, s2 / s1),
+                    f"the answers split between {split[0]} ({s1:.0%} of the reliability-weighted "
+                    f"vote) and {split[1]} ({s2:.0%}), neither dominant; the label is {label_shown}",
+                    evidence({"split": split, "weighted_shares": [round(s1, 4), round(s2, 4)]}),
+                    runs(first)[:2] + runs(second)[:2],
+                )
+            )
+            blocking = True
+
+    others = {k: p for k, p in posterior.items() if k != _LABEL}
+    if not blocking and counted >= settings.min_samples and others:
+        best = max(others, key=lambda k: (others[k], k))
+        threshold = (
+            settings.mislabeled_posterior
+            if models_known
+            else settings.mislabeled_posterior_unknown_models
+        )
+        backers = supporters.get(best, 0)
+        if others[best] >= threshold and backers >= settings.min_supporters:
+            share = sum(x.key == best for x in group) / counted
+            found.append(
+                _finding(
+                    task_key,
+                    FlagCode.MISLABELED,
+                    others[best],
+                    f"the samples agree on {best} instead of the label {label_shown}: posterior "
+                    f"{others[best]:.2f} against {posterior.get(_LABEL, 0):.2f} for the label, "
+                    f"{backers} {'models' if models_known else 'samples'} behind it, "
+                    f"{share:.0%} of {counted} samples",
+                    evidence(
+                        {
+                            "consensus": best,
+                            "posterior": round(others[best], 4),
+                            "supporting_models": backers,
+                        }
+                    ),
+                    runs(best),
+                )
+            )
+            blocking = True
+
+    correct = sum(x.correct for x in group)
+    if not blocking and counted >= settings.min_samples and correct == 0:
+        top_other = [(k, v) for k, v in support if k != _LABEL]
+        consensus = (
+            bool(top_other)
+            and top_other[0][1] >= settings.unsolvable_consensus
+            and any_votes.get(top_other[0][0], 0) >= settings.min_supporters
+        )
+        if not consensus:
+            # How sure: the chance that at least one sample would have reached a right label.
+            miss = 1.0
+            for x in group:
+                miss *= 1.0 - fit.task_reliability.get(
+                    (task_key, x.model), fit.reliability.get(x.model, 0.5)
+                )
+            confidence = 1.0 - miss
+            most = f", the most supported at {top_other[0][1]:.0%}" if top_other else ""
+            found.append(
+                _finding(
+                    task_key,
+                    FlagCode.UNSOLVABLE,
+                    confidence,
+                    f"none of {counted} samples reaches the label {label_shown} and no other "
+                    f"answer forms a consensus ({len(any_votes)} different answers{most})",
+                    evidence({"chance_one_would_be_right": round(confidence, 4)}),
+                    [x.run_id for x in group[:MAX_EVIDENCE_RUNS]],
+                )
+            )
+            blocking = True
+
+    if not blocking and counted >= settings.no_signal_min_samples and correct in (0, counted):
+        which = "right" if correct else "wrong"
+        found.append(
+            _finding(
+                task_key,
+                FlagCode.NO_SIGNAL,
+                1.0,
+                f"all {counted} samples are {which}: a group filter drops the task, it teaches "
+                "nothing",
+                {"samples": counted, "correct": correct, "distribution": shown[:MAX_SHOWN_ANSWERS]},
+                [x.run_id for x in group[:MAX_EVIDENCE_RUNS]],
+            )
+        )
+    return found
+
+
+def _unverifiable(task_key: int, row: Any) -> FlagFinding:
+    return _finding(
+        task_key,
+        FlagCode.UNVERIFIABLE_LABEL,
+        1.0,
+        f"the verifier cannot read the label {row.label!r} (status {row.label_status}), so no "
+        "answer can ever be rewarded",
+        {"label": row.label, "label_status": row.label_status},
+        (),
+    )
+
+
+def _finding(
+    task_key: int, code: FlagCode, confidence: float, explanation: str, evidence: dict, runs
+) -> FlagFinding:
+    return FlagFinding(
+        task_key=task_key,
+        code=code,
+        severity=severity(code, confidence),
+        explanation=explanation,
+        evidence_run_ids=tuple(dict.fromkeys(int(r) for r in runs)),
+        confidence=round(float(confidence), 3),
+        evidence=evidence,
+    )
+
+
+# --- questions --------------------------------------------------------------------------------
+
+_NUMBER_TEXT = re.compile(r"^-?\d+(?:\.\d+)?$")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_NUMBERS = re.compile(r"-?\d+(?:\.\d+)?")
+# Phrases that state the answer, {x} standing for the label. Bare presence of the label is not
+# enough: a word problem's answer is often one of its givens.
+_LEAK_PHRASES = (
+    (
+        r"\b(?:the\s+)?(?:final\s+|correct\s+|right\s+)?answer\s*(?:is|was|will\s+be|should\s+be|would\s+be|equals|=|:)\s*",
+        0.95,
+    ),
+    (r"\(\s*(?:answer|ans\.?)\s*[:=]?\s*", 0.95),
+    (r"\bhint\b[^.\n?]{0,40}?(?:is|=|:|be)\s*", 0.85),
+    (r"\b(?:the\s+)?(?:result|solution|total)\s+(?:is|comes\s+to|equals|will\s+be)\s*", 0.7),
+    (r"=\s*", 0.6),  # "... = 42?": only when a question mark follows, see below
+)
+
+
+def stated_answer(question: str, label: str) -> tuple[str, float] | None:
+    """The phrase of `question` that states `label` as its answer, and how sure that is."""
+    value = label.strip().strip("$").strip()
+    if not value or not question:
+        return None
+    text = _THOUSANDS.sub("", question)
+    if value.casefold() not in text.casefold():
+        return None  # the common case, decided without compiling a pattern for this label
+    if _NUMBER_TEXT.match(value):
+        shown = re.escape(value) + (r"(?:\.0+)?" if "." not in value else "")
+        pattern = rf"(?<![\d.]){shown}(?![\d]|\.\d)"
+    else:
+        pattern = rf"(?<!\w){re.escape(value)}(?!\w)"
+    for phrase, confidence in _LEAK_PHRASES:
+        tail = r"\s*\?" if phrase == r"=\s*" else ""
+        found = re.search(phrase + r"[\$\\(\"'\s]*" + pattern + tail, text, flags=re.IGNORECASE)
+        if found:
+            return found.group(0).strip(), confidence
+    return None
+
+
+def _leaks(task_rows: dict[int, Any]) -> list[FlagFinding]:
+    found = []
+    for task_key, row in task_rows.items():
+        hit = stated_answer(str(row.question), str(row.label_canonical or row.label))
+        if hit is None and row.label_canonical and row.label_canonical != row.label:
+            hit = stated_answer(str(row.question), str(row.label))
+        if hit is not None:
+            phrase, confidence = hit
+            found.append(
+                _finding(
+                    task_key,
+                    FlagCode.ANSWER_LEAK,
+                    confidence,
+                    f"the question states its answer: {phrase!r}",
+                    {"phrase": phrase, "label": row.label},
+                    (),
+                )
+            )
+    return found
+
+
+def _duplicates(task_rows: dict[int, Any], settings: AnswerSettings) -> list[FlagFinding]:
+    """Near-duplicate questions (TF-IDF cosine, `signals.near_duplicates`) that also hold the
+    same numbers: templated questions (the same words, other numbers) are different questions."""
+    questions: dict[Hashable, str] = {k: str(r.question) for k, r in task_rows.items()}
+    best: dict[int, tuple[float, int]] = {}
+    for a, b, similarity in near_duplicates(questions, threshold=settings.duplicate_similarity):
+        if sorted(_NUMBERS.findall(_THOUSANDS.sub("", questions[a]))) != sorted(
+            _NUMBERS.findall(_THOUSANDS.sub("", questions[b]))
+        ):
+            continue
+        for mine, theirs in ((a, b), (b, a)):
+            if best.get(mine, (0.0, 0))[0] < similarity:
+                best[mine] = (similarity, theirs)
+    found = []
+    for task_key, (similarity, other) in sorted(best.items()):
+        mine, theirs = task_rows[task_key], task_rows[other]
+        same_label = (mine.label_canonical or mine.label) == (
+            theirs.label_canonical or theirs.label
+        )
+        found.append(
+            _finding(
+                task_key,
+                FlagCode.DUPLICATE,
+                min(1.0, max(0.0, (similarity - 0.5) / 0.5)),
+                f"its question is {similarity:.0%} similar (TF-IDF cosine, the same numbers) to "
+                f"{theirs.task_id}, whose label is {theirs.label}"
+                + ("" if same_label else f", not {mine.label}"),
+                {
+                    "other": theirs.task_id,
+                    "similarity": similarity,
+                    "other_label": theirs.label,
+                    "same_label": same_label,
+                },
+                (),
+            )
+        )
+    return found
+
+
+# --- probes -----------------------------------------------------------------------------------
+
+
+def _probe_flags(
+    probes: pd.DataFrame, harness_share: float, harness_min_tasks: int
+) -> tuple[list[FlagFinding], list[dict]]:
+    """Per-task `reward_hackable` for each probe the verifier rewarded, except a probe rewarded
+    on nearly every task (`harness_share` of at least `harness_min_tasks`): that is one finding
+    on the set's verifier, and no task is flagged for it (as terminal.py does for harnesses)."""
+    counted = probes[probes["status"] != NOT_COUNTED]
+    harness: list[dict] = []
+    harness_probes: set[str] = set()
+    for probe, part in counted.groupby("probe", sort=True):
+        tried = part["task_key"].nunique()
+        beaten = part.loc[part["correct"], "task_key"].nunique()
+        if tried < harness_min_tasks or beaten < harness_share * tried:
+            continue
+        harness_probes.add(str(probe))
+        examples = part[part["correct"]].head(3)
+        harness.append(
+            {
+                "probe": str(probe),
+                "tasks_beaten": int(beaten),
+                "tasks_tried": int(tried),
+                "explanation": (
+                    f"the {probe} probe earned the reward on {beaten} of {tried} tasks: a "
+                    "weakness of the set's verifier (its answer extraction or comparison), not "
+                    "of each task"
+                ),
+                "examples": [
+                    {
+                        "task_key": int(r.task_key),
+                        "run_id": int(r.run_id),
+                        "extracted": str(r.extracted),
+                    }
+                    for r in examples.itertuples(index=False)
+                ],
+            }
+        )
+    found = []
+    beaten_rows = counted[counted["correct"] & ~counted["probe"].isin(harness_probes)]
+    for task_key, part in beaten_rows.groupby("task_key", sort=True):
+        named = {str(r.probe): str(r.extracted) for r in part.itertuples(index=False)}
+        found.append(
+            _finding(
+                int(task_key),
+                FlagCode.REWARD_HACKABLE,
+                1.0,
+                "the verifier rewards responses that do not commit to the answer: "
+                + "; ".join(f"{p} (read as {e!r})" for p, e in sorted(named.items())),
+                {"probes": named},
+                part["run_id"].tolist(),
+            )
+        )
+    return found, harness

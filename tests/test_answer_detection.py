@@ -1,0 +1,280 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from inspector.detect.answer_probes import ANSWER_PROBES, LONG_RESPONSE_CHARS, answer_probe_texts
+from inspector.detect.answers import analyse_answers, stated_answer
+from inspector.detect.codes import SEVERITY, FlagCode
+
+STRONG = ("strong-a", "strong-b", "strong-c")
+WEAK = "weak"
+
+
+class SetBuilder:
+    """A set of `clean` ordinary tasks the strong models nearly always get right and the weak
+    model mostly gets wrong (so the analysis learns who is reliable), plus the tasks a test adds."""
+
+    def __init__(self, clean: int = 30) -> None:
+        self.tasks: list[dict] = []
+        self.verdicts: list[dict] = []
+        self.probes: list[dict] = []
+        for i in range(clean):
+            key = self.task(
+                f"Tom has {i} apples and buys {i + 3} more. How many now?", str(2 * i + 3)
+            )
+            for model in STRONG:
+                right = not (i % 10 == 0 and model == "strong-a")
+                self.samples(
+                    key, model, [str(2 * i + 3) if right else str(2 * i + 4)] * 3 + [str(2 * i + 3)]
+                )
+            self.samples(key, WEAK, [str(2 * i + 3) if i % 4 == 0 else str(2 * i + 2)] * 4)
+
+    def task(self, question: str, label: str, *, status: str = "ok") -> int:
+        key = len(self.tasks)
+        self.tasks.append(
+            {
+                "task_key": key,
+                "task_id": f"t/{key}",
+                "question": question,
+                "label": label,
+                "label_status": status,
+                "label_canonical": label if status == "ok" else "",
+            }
+        )
+        return key
+
+    def samples(
+        self, key: int, model: str, answers: list[str | None], *, status: str = "ok"
+    ) -> None:
+        label = self.tasks[key]["label_canonical"]
+        for answer in answers:
+            self.verdicts.append(
+                {
+                    "run_id": len(self.verdicts) + 1,
+                    "task_key": key,
+                    "sample_id": f"{model}/{len(self.verdicts)}",
+                    "model": model,
+                    "status": status if answer is not None else "no_answer",
+                    "extracted": answer or "",
+                    "canonical": answer or "",
+                    "correct": answer is not None and answer == label and status == "ok",
+                    "response_chars": 100,
+                }
+            )
+
+    def probe(self, key: int, probe: str, correct: bool, extracted: str = "") -> None:
+        self.probes.append(
+            {
+                "run_id": 100_000 + len(self.probes),
+                "task_key": key,
+                "probe": probe,
+                "status": "ok",
+                "extracted": extracted,
+                "correct": correct,
+            }
+        )
+
+    def analyse(self, **kw: Any):
+        probes = pd.DataFrame(
+            self.probes, columns=["run_id", "task_key", "probe", "status", "extracted", "correct"]
+        )
+        return analyse_answers(pd.DataFrame(self.tasks), pd.DataFrame(self.verdicts), probes, **kw)
+
+
+def flags_of(analysis, key: int) -> dict[str, Any]:
+    return {str(f.code): f for f in analysis.findings if f.task_key == key}
+
+
+def test_a_strong_consensus_of_several_models_on_another_answer_is_mislabeled() -> None:
+    s = SetBuilder()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "18")
+    for model in STRONG:
+        s.samples(key, model, ["20", "20", "20", "20"])
+    s.samples(key, WEAK, ["18", "18", "19", "18"])
+    analysis = s.analyse()
+    found = flags_of(analysis, key)
+    assert set(found) == {"mislabeled"}
+    flag = found["mislabeled"]
+    assert flag.confidence >= 0.9 and flag.evidence["consensus"] == "20"
+    assert "20 instead of the label 18" in flag.explanation
+    assert flag.evidence["supporting_models"] == 3
+    # the reviewer sees the weights: the strong models outweigh the weak one
+    weights = {m: v["weight"] for m, v in flag.evidence["models"].items()}
+    assert min(weights[m] for m in STRONG) > weights[WEAK]
+    assert analysis.model_reliability["strong-b"] > analysis.model_reliability[WEAK]
+    assert flag.evidence_run_ids  # a representative run of the consensus
+
+
+def test_a_weak_models_majority_does_not_overturn_a_label() -> None:
+    s = SetBuilder()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "20")
+    s.samples(key, WEAK, ["21"] * 8)
+    for model in STRONG:
+        s.samples(key, model, ["20", None, None, None])
+    found = flags_of(s.analyse(), key)
+    assert "mislabeled" not in found
+
+
+def test_one_model_alone_never_makes_a_task_mislabeled() -> None:
+    s = SetBuilder()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "20")
+    s.samples(key, "strong-a", ["22"] * 8)
+    s.samples(key, "strong-b", [None] * 4)
+    assert "mislabeled" not in flags_of(s.analyse(), key)
+
+
+def test_answers_split_between_two_values_by_reliable_models_are_ambiguous() -> None:
+    s = SetBuilder()
+    key = s.task("How many weeks are in a month?", "4")
+    s.samples(key, "strong-a", ["4", "4", "5", "5"])
+    s.samples(key, "strong-b", ["5", "4", "5", "4"])
+    s.samples(key, "strong-c", ["4", "5", "4", "5"])
+    found = flags_of(s.analyse(), key)
+    assert set(found) == {"ambiguous"}
+    assert sorted(found["ambiguous"].evidence["split"]) == ["4", "5"]
+
+
+def test_a_question_nobody_answers_with_its_label_and_nobody_agrees_on_is_unsolvable() -> None:
+    s = SetBuilder()
+    key = s.task("Tom has some apples. How many now?", "12")
+    s.samples(key, "strong-a", ["3", "7", "40", None])
+    s.samples(key, "strong-b", ["9", "1", None, "66"])
+    s.samples(key, "strong-c", ["15", "2", "8", "100"])
+    found = flags_of(s.analyse(), key)
+    assert set(found) == {"unsolvable"}
+    assert found["unsolvable"].confidence > 0.99  # twelve samples of reliable models all missed
+    assert "none of 12 samples reaches the label 12" in found["unsolvable"].explanation
+
+
+def test_a_task_every_sample_gets_right_has_no_signal() -> None:
+    s = SetBuilder()
+    key = s.task("What is 1 + 1?", "2")
+    for model in (*STRONG, WEAK):
+        s.samples(key, model, ["2"] * 4)
+    found = flags_of(s.analyse(), key)
+    assert set(found) == {"no_signal"}
+    assert "all 16 samples are right" in found["no_signal"].explanation
+
+
+def test_a_label_the_verifier_cannot_read_is_unverifiable_and_nothing_else() -> None:
+    s = SetBuilder()
+    key = s.task("Simplify 2/4.", "\\frac{1}{", status="error")
+    for model in STRONG:
+        s.samples(key, model, ["1/2"] * 4)
+    found = flags_of(s.analyse(), key)
+    assert set(found) == {"unverifiable_label"}
+    assert found["unverifiable_label"].severity == SEVERITY[FlagCode.UNVERIFIABLE_LABEL] >= 85
+
+
+def test_sandbox_errors_count_as_nothing() -> None:
+    s = SetBuilder()
+    key = s.task("What is 1 + 1?", "2")
+    for model in STRONG:
+        s.samples(key, model, ["9"] * 4, status="sandbox_error")
+    analysis = s.analyse()
+    assert flags_of(analysis, key) == {}
+    assert analysis.stats[key].samples == 0
+
+
+def test_a_question_that_states_its_answer_is_a_leak_but_a_word_problems_givens_are_not() -> None:
+    s = SetBuilder(clean=10)
+    leak = s.task("Jo has 6 bags of 7 marbles. How many marbles? (Hint: the answer is 42.)", "42")
+    plain = s.task(
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
+        "in May. She sold 24 in May. How many clips did Natalia sell in April and May? ",
+        "72",
+    )
+    given = s.task("A pen costs $5 and a book $12. Ann pays for a book. What does she pay?", "12")
+    analysis = s.analyse()
+    assert "answer_leak" in flags_of(analysis, leak)
+    assert "answer_leak" not in flags_of(analysis, plain) and "answer_leak" not in flags_of(
+        analysis, given
+    )
+    assert stated_answer("What is 6 x 7 = 42?", "42") is not None
+    assert stated_answer("The total is 1,000 dollars.", "1000") is not None
+
+
+def test_near_duplicate_questions_are_flagged_but_the_same_template_with_other_numbers_is_not() -> (
+    None
+):
+    s = SetBuilder(clean=10)
+    a = s.task("Sara bakes 12 cakes a day for 5 days. How many cakes does she bake?", "60")
+    b = s.task("sara bakes 12 cakes a day for 5 days.  How many cakes does she bake", "60")
+    analysis = s.analyse()
+    assert "duplicate" in flags_of(analysis, a) and "duplicate" in flags_of(analysis, b)
+    assert flags_of(analysis, a)["duplicate"].evidence["other"] == "t/11"
+    # the set's templated questions ("Tom has 3 apples ...") differ only by their numbers
+    assert not any(f.code == FlagCode.DUPLICATE for f in analysis.findings if f.task_key < 10)
+
+
+def test_a_probe_the_verifier_rewards_makes_its_task_reward_hackable_naming_the_probe() -> None:
+    s = SetBuilder(clean=10)
+    for key in range(10):
+        for probe in ANSWER_PROBES:
+            s.probe(key, probe, correct=(key == 3 and probe == "several_boxed"), extracted="13")
+    analysis = s.analyse()
+    found = flags_of(analysis, 3)
+    assert (
+        "reward_hackable" in found
+        and "several_boxed (read as '13')" in found["reward_hackable"].explanation
+    )
+    assert analysis.harness_findings == []
+
+
+def test_a_probe_that_beats_nearly_every_task_is_one_finding_on_the_verifier_not_a_flag_per_task() -> (
+    None
+):
+    s = SetBuilder(clean=10)
+    for key in range(10):
+        s.probe(key, "first_number", correct=True, extracted=s.tasks[key]["label"])
+        s.probe(key, "empty_box", correct=False)
+    analysis = s.analyse()
+    assert [h["probe"] for h in analysis.harness_findings] == ["first_number"]
+    assert analysis.harness_findings[0]["tasks_beaten"] == 10
+    assert "10 of 10 tasks" in analysis.harness_findings[0]["explanation"]
+    assert not any(f.code == FlagCode.REWARD_HACKABLE for f in analysis.findings)
+
+
+def test_the_distribution_shows_each_answer_with_its_models_and_a_representative_run() -> None:
+    s = SetBuilder(clean=10)
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "20")
+    s.samples(key, "strong-a", ["20", "20", "21"])
+    s.samples(key, "strong-b", ["20", None])
+    rows = s.analyse().distribution[key]
+    assert [(r["answer"], r["count"], r["is_label"]) for r in rows] == [
+        ("20", 3, True),
+        ("21", 1, False),
+        (None, 1, False),
+    ]
+    assert rows[0]["models"] == {"strong-a": 2, "strong-b": 1} and rows[0]["run_id"] > 0
+    stats = s.analyse().stats[key]
+    assert stats.sample_pass_rate == 0.6 and stats.answer_count == 2 and stats.top_answer == "20"
+
+
+def test_unknown_models_pool_as_one_and_still_need_several_voices_for_mislabeled() -> None:
+    s = SetBuilder()
+    for row in s.verdicts:
+        row["model"] = ""
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "18")
+    s.samples(key, "", ["20"] * 12)
+    for row in s.verdicts:
+        row["model"] = ""
+    found = flags_of(s.analyse(), key)
+    assert "mislabeled" in found and found["mislabeled"].evidence["models"] == {}
+
+
+def test_every_probe_text_holds_the_label_but_commits_to_no_right_answer() -> None:
+    texts = answer_probe_texts("18", "number", "Tom has 3 apples. How many?", seed=7)
+    assert tuple(texts) == ANSWER_PROBES
+    assert texts == answer_probe_texts("18", "number", "Tom has 3 apples. How many?", seed=7)
+    assert texts["several_boxed"].count("\\boxed{") == 3 and "\\boxed{18}" in texts["several_boxed"]
+    assert "\\boxed{}" in texts["empty_box"] and "\\text{not } 18" in texts["text_wrapper"]
+    assert (
+        len(texts["long_response"]) >= LONG_RESPONSE_CHARS
+        and "\\boxed" not in texts["long_response"]
+    )
+    assert texts["first_number"].startswith("18") and "\\boxed{18}" not in texts["first_number"]
+    digits = "".join(ch for ch in texts["scattered_digits"] if ch.isdigit())
+    assert digits == "18" and "18" not in texts["scattered_digits"]
