@@ -19,12 +19,16 @@ class FlagCode(StrEnum):
     ANOMALY = "anomaly"
     DRIFT = "drift"
     SLOW_REFERENCE = "slow_reference"
+    # Answer-graded tasks: the set's verifier cannot read the label itself.
+    UNVERIFIABLE_LABEL = "unverifiable_label"
 
 
 SEVERITY: dict[FlagCode, int] = {
     FlagCode.BROKEN_ENVIRONMENT: 95,
     FlagCode.DRIFT: 85,
     FlagCode.UNSOLVABLE: 90,
+    # No response can earn the reward: as broken for training as an unsolvable task.
+    FlagCode.UNVERIFIABLE_LABEL: 90,
     FlagCode.MISLABELED: 80,
     FlagCode.REWARD_HACKABLE: 70,
     FlagCode.FLAKY: 60,
