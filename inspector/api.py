@@ -101,6 +101,20 @@ def task_json(task: Task) -> dict:
     }
 
 
+def answer_json(task: Task) -> dict:
+    """An answer-graded task's label: the one in force, the uploaded one, and whether a
+    reviewer corrected it (one task's responses only: a queue page's rows leave the label's
+    columns on disk)."""
+    if task.kind != Task.ANSWER:
+        return {}
+    return {
+        "kind": task.kind,
+        "label": task.label,
+        "uploaded_label": task.canonical_solution,
+        "relabeled": bool(task.corrected_label),
+    }
+
+
 # --- Views -------------------------------------------------------------------------------------
 
 
@@ -208,7 +222,7 @@ def task_detail(request: HttpRequest, pk: int) -> JsonResponse:
     task = _task(pk)
     if task is None:
         return error(404, f"no task #{pk}")
-    data = task_json(task)
+    data = task_json(task) | answer_json(task)
     data["flag_details"] = [
         {
             "code": f.code,
@@ -246,6 +260,33 @@ def task_release(request: HttpRequest, pk: int) -> JsonResponse:
     except ClaimedByOther as exc:
         return error(409, str(exc))
     return JsonResponse(task_json(task))
+
+
+@api_view("reviewer", ("POST",))
+def task_relabel(request: HttpRequest, pk: int) -> JsonResponse:
+    """An answer task's new label, with a reason (audited as the page's relabel is): 400 when
+    the label or the reason is missing or too long, 409 when the task is not an answer task or
+    another reviewer is reviewing it."""
+    task = _task(pk)
+    if task is None:
+        return error(404, f"no task #{pk}")
+    data = _body(request)
+    label, reason = str(data.get("label", "")).strip(), str(data.get("reason", "")).strip()
+    if not label:
+        return error(400, "a new label is required to relabel a task")
+    if not reason:
+        return error(400, "a reason is required to relabel a task")
+    if task.kind != Task.ANSWER:
+        return error(
+            409, f"{task.task_id} is a {task.kind} task: only answer-graded tasks have a label"
+        )
+    try:
+        task.relabel(by=request.user, label=label, reason=reason)
+    except ClaimedByOther as exc:
+        return error(409, str(exc))
+    except ValueError as exc:
+        return error(400, str(exc))
+    return JsonResponse(task_json(task) | answer_json(task))
 
 
 def _export_source(request: HttpRequest, name: str):

@@ -1,4 +1,4 @@
-"""Plotly figures for the task-set page.
+"""Plotly figures for the task-set page, and for an answer-graded task's page.
 
 The `*_data` functions run the queries, always aggregated in the database or read as flat
 value lists, and return plain lists and dicts. The builders take that plain data and return a
@@ -399,6 +399,70 @@ def flag_trend(trend: dict[str, list]) -> Figure | None:
         yaxis={"title": "flags", "rangemode": "tozero"},
     )
     return _as_dict(fig)
+
+
+# How long an answer may be on the chart's axis; the table under the chart has it whole.
+ANSWER_AXIS_CHARS = 32
+
+
+def answer_distribution(distribution: dict, *, label: str) -> Figure | None:
+    """An answer task's final answers (selectors.answer_distribution's rows), one bar per
+    answer, stacked by model; the label's bar is marked, and the label gets an empty bar of its
+    own when no sample reached it. None without a verified sample."""
+    rows = distribution["rows"]
+    if not rows:
+        return None
+    names = [_answer_axis(r["answer"], i) for i, r in enumerate(rows)]
+    label_at = next((i for i, r in enumerate(rows) if r["is_label"]), None)
+    if label_at is None:
+        names.append(_answer_axis(label, len(rows)))
+        label_at = len(names) - 1
+    fig = go.Figure()
+    for model in distribution["models"]:
+        counts = [r["per_model"].get(model, 0) for r in rows] + [0] * (len(names) - len(rows))
+        fig.add_trace(
+            go.Bar(
+                name=_label(model),
+                x=names,
+                y=counts,
+                hovertemplate="%{x}: %{y} from " + _label(model) + "<extra></extra>",
+            )
+        )
+    height = rows[label_at]["count"] if label_at < len(rows) else 0
+    reached = label_at < len(rows)
+    fig.add_annotation(
+        x=names[label_at],
+        y=height,
+        text="label" if reached else "label (no sample)",
+        showarrow=True,
+        arrowhead=2,
+        ay=-30,
+        font={"color": "#1a7f37" if reached else "#b3261e"},
+    )
+    # The label's category drawn as a grey band, so it stands out whatever the model colours.
+    fig.add_vrect(
+        x0=label_at - 0.45, x1=label_at + 0.45, fillcolor="#5b6577", opacity=0.15, line_width=0
+    )
+    title = f"Final answers of {distribution['total']} sample{_s(distribution['total'])}"
+    if distribution.get("other"):
+        other = distribution["other"]
+        title += f" (and {other['count']} in {other['answers']} rarer answers, not shown)"
+    fig.update_layout(
+        _small_layout(title),
+        height=340,
+        barmode="stack",
+        # Answers are categories, even when they look like numbers.
+        xaxis={"title": "final answer (the verifier's normal form)", "type": "category"},
+        yaxis={"title": "samples", "rangemode": "tozero"},
+        legend={"title": {"text": "model"}},
+    )
+    return _as_dict(fig)
+
+
+def _answer_axis(answer: str, i: int) -> str:
+    # Numbered, so two answers shortened alike stay two categories.
+    text = answer if len(answer) <= ANSWER_AXIS_CHARS else answer[: ANSWER_AXIS_CHARS - 1] + "…"
+    return f"{i + 1}. {_label(text)}"
 
 
 # --- Helpers -----------------------------------------------------------------------------------

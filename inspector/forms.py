@@ -64,6 +64,24 @@ class QuarantineForm(forms.Form):
     )
 
 
+class RelabelForm(forms.Form):
+    """An answer-graded task's new label and why (Task.relabel checks the rest: the task's
+    kind, the label's length, another reviewer's claim)."""
+
+    label = forms.CharField(
+        max_length=10_000,
+        strip=True,
+        error_messages={"required": "A new label is required."},
+        widget=forms.TextInput(attrs={"placeholder": "new label", "size": 24}),
+    )
+    reason = forms.CharField(
+        max_length=2000,
+        strip=True,
+        error_messages={"required": "A reason is required to relabel a task."},
+        widget=forms.TextInput(attrs={"placeholder": "why (required)", "size": 40}),
+    )
+
+
 class DismissForm(forms.Form):
     note = forms.CharField(
         max_length=2000,

@@ -53,6 +53,11 @@ TASK = {
         "sample_pass_rate": NULLABLE_RATE,
         "learnability": {"type": "number", "nullable": True},
         "assignee": {"type": "string", "nullable": True},
+        # Answer-graded tasks only: the label in force, the uploaded one, corrected or not.
+        "kind": {"type": "string", "enum": ["answer"]},
+        "label": {"type": "string"},
+        "uploaded_label": {"type": "string"},
+        "relabeled": {"type": "boolean"},
         "flag_details": {
             "type": "array",
             "items": {
@@ -186,6 +191,28 @@ def document(server: str = "") -> dict:
                     "type": "object",
                     "required": ["reason"],
                     "properties": {"reason": {"type": "string", "minLength": 1, "pattern": "\\S"}},
+                }
+            }
+        },
+    }
+    relabel_body = {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["label", "reason"],
+                    "properties": {
+                        "label": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 10000,
+                            "pattern": "\\S",
+                            "description": "the new label; the uploaded label again undoes "
+                            "the correction",
+                        },
+                        "reason": {"type": "string", "minLength": 1, "pattern": "\\S"},
+                    },
                 }
             }
         },
@@ -409,6 +436,20 @@ def document(server: str = "") -> dict:
                     "requestBody": reason_body,
                     "responses": {
                         "200": _json({"$ref": "#/components/schemas/Task"}, "quarantined"),
+                        **_errors(400, 401, 403, 404, 409),
+                    },
+                }
+            },
+            "/api/v1/tasks/{id}/relabel": {
+                "post": {
+                    "operationId": "relabelTask",
+                    "summary": "Put a new label on an answer-graded task, with a reason "
+                    "(reviewer); audited, and the manifest carries it (409: not an answer "
+                    "task, or another reviewer is reviewing it)",
+                    "parameters": [_id("id", "the task's id")],
+                    "requestBody": relabel_body,
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Task"}, "relabeled"),
                         **_errors(400, 401, 403, 404, 409),
                     },
                 }

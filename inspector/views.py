@@ -28,7 +28,14 @@ from django.views.decorators.http import require_GET, require_POST
 from inspector import charts, selectors, services
 from inspector.downloads import jsonl_download, refused_status, table_download
 from inspector.formats.humaneval import TaskSetFormatError
-from inspector.forms import BulkForm, DismissForm, QuarantineForm, QueueFilterForm, UploadForm
+from inspector.forms import (
+    BulkForm,
+    DismissForm,
+    QuarantineForm,
+    QueueFilterForm,
+    RelabelForm,
+    UploadForm,
+)
 from inspector.models import ApiToken, ClaimedByOther, Flag, Task, TaskSet
 from inspector.roles import admin_required, is_admin, reviewer_required
 from inspector.services import review
@@ -338,29 +345,41 @@ def _get_task(pk: int) -> Task:
 @require_GET
 @reviewer_required
 def task_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    task = _get_task(pk)
+    return _task_page(request, _get_task(pk))
+
+
+def _task_page(
+    request: HttpRequest, task: Task, *, relabel_form: RelabelForm | None = None, status: int = 200
+) -> HttpResponse:
     probe_results = (
         selectors.terminal_probe_results(version=task.version).get(task.pk, {})
         if task.kind == Task.TERMINAL
         else {}
     )
-    return render(
-        request,
-        "inspector/task_detail.html",
-        {
-            "task": task,
-            "flags": selectors.task_flags_with_evidence(task),
-            "history": selectors.task_history(task),
-            "events": selectors.task_trail(task),
-            "replaced": selectors.task_replaced(task),
-            "samples": task.samples.all()[:50],
-            "files": selectors.task_files(task),
-            "probe_results": sorted(probe_results.items()),
-            "claimed_by_other": task.claimed_by_other(request.user),
-            "quarantine_form": QuarantineForm(),
-            "dismiss_form": DismissForm(),
-        },
-    )
+    flags = selectors.task_flags_with_evidence(task)
+    context = {
+        "task": task,
+        "flags": flags,
+        "history": selectors.task_history(task),
+        "events": selectors.task_trail(task),
+        "replaced": selectors.task_replaced(task),
+        "samples": task.samples.all()[:50],
+        "files": selectors.task_files(task),
+        "probe_results": sorted(probe_results.items()),
+        "claimed_by_other": task.claimed_by_other(request.user),
+        "quarantine_form": QuarantineForm(),
+        "dismiss_form": DismissForm(),
+    }
+    if task.kind == Task.ANSWER:
+        answer = selectors.answer_page(task, flags)
+        context["answer"] = answer
+        context["answer_chart"] = charts.answer_distribution(
+            answer["distribution"], label=task.label
+        )
+        context["relabel_form"] = relabel_form or RelabelForm(
+            initial={"label": answer["consensus"]}
+        )
+    return render(request, "inspector/task_detail.html", context, status=status)
 
 
 @contextlib.contextmanager
@@ -390,6 +409,41 @@ def task_quarantine(request: HttpRequest, pk: int) -> HttpResponse:
     with _refused_when_claimed(request):
         task.quarantine(by=request.user, reason=form.cleaned_data["reason"])
         messages.success(request, f"{task.task_id} is quarantined: it stays out of the manifest.")
+    return _back(request, task)
+
+
+@require_POST
+@reviewer_required
+def task_relabel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Put a reviewer's label in place of an answer task's uploaded one, with a reason; the
+    page again, with the form's errors, when the label or the reason is missing."""
+    task = _get_task(pk)
+    if task.kind != Task.ANSWER:
+        # Its page has no relabel form to show an error in.
+        messages.error(request, "Only answer-graded tasks have a label to correct.")
+        return _back(request, task)
+    form = RelabelForm(request.POST)
+    if not form.is_valid():
+        return _task_page(request, task, relabel_form=form, status=400)
+    try:
+        with _refused_when_claimed(request):
+            before = task.label
+            task.relabel(
+                by=request.user,
+                label=form.cleaned_data["label"],
+                reason=form.cleaned_data["reason"],
+            )
+            if task.corrected_label:
+                messages.success(
+                    request,
+                    f"{task.task_id} relabeled {before!r} -> {task.label!r}: the manifest "
+                    "carries the label in force; inspect again to verify the samples against it.",
+                )
+            else:
+                messages.success(request, f"{task.task_id} has its uploaded label again.")
+    except ValueError as exc:
+        form.add_error(None, str(exc))
+        return _task_page(request, task, relabel_form=form, status=400)
     return _back(request, task)
 
 

@@ -26,8 +26,9 @@ class FlagCode(StrEnum):
 SEVERITY: dict[FlagCode, int] = {
     FlagCode.BROKEN_ENVIRONMENT: 95,
     FlagCode.DRIFT: 85,
-    FlagCode.UNVERIFIABLE_LABEL: 85,
     FlagCode.UNSOLVABLE: 90,
+    # No response can earn the reward: as broken for training as an unsolvable task.
+    FlagCode.UNVERIFIABLE_LABEL: 90,
     FlagCode.MISLABELED: 80,
     FlagCode.REWARD_HACKABLE: 70,
     FlagCode.FLAKY: 60,

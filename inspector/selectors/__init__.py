@@ -3,6 +3,7 @@ building queries themselves; the services (inspector/services/) hold the writes.
 
 - `tasksets`: the sets with their latest versions and open flags, a version's overview figures;
 - `tasks`: one task with its flags and their evidence, its history, trail and files;
+- `answer_tasks`: an answer-graded task's label, answer distribution, verdicts and evidence;
 - `inspections`: one inspection, a version's inspections;
 - `queue`: the review queue's filter, its tasks and its paginator;
 - `export_source`: which finished inspection an export comes from, or why there is none;
@@ -10,6 +11,12 @@ building queries themselves; the services (inspector/services/) hold the writes.
 
 A selector changes nothing; between these modules only public names are imported."""
 
+from inspector.selectors.answer_tasks import (
+    answer_distribution,
+    answer_evidence,
+    answer_page,
+    answer_probe_verdicts,
+)
 from inspector.selectors.export_source import (
     ExportSource,
     export_source,
@@ -45,6 +52,7 @@ from inspector.selectors.tasks import (
     task_flags_with_evidence,
     task_get,
     task_history,
+    task_named,
     task_replaced,
     task_trail,
     tasks_by_ids,
@@ -66,6 +74,10 @@ __all__ = [
     "Figures",
     "KeysFirstPaginator",
     "QueueFilter",
+    "answer_distribution",
+    "answer_evidence",
+    "answer_page",
+    "answer_probe_verdicts",
     "clean_tasks",
     "csv_stream",
     "export_source",
@@ -88,6 +100,7 @@ __all__ = [
     "task_flags_with_evidence",
     "task_get",
     "task_history",
+    "task_named",
     "task_replaced",
     "task_trail",
     "tasks_by_ids",

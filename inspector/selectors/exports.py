@@ -15,15 +15,29 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 
 from inspector.models import (
     Flag,
     Inspection,
+    ReviewEvent,
     Run,
     Task,
     TaskSetVersion,
 )
+from inspector.selectors.answer_tasks import LABEL_FLAGS, relabel_reason
 from inspector.selectors.export_source import ExportSource, export_source
 from inspector.selectors.tasksets import version_last_finished
 
@@ -43,9 +57,13 @@ def clean_tasks(*, version: TaskSetVersion, inspection: Inspection | None = None
     if inspection is None:
         return version.tasks.none()
     advisory = ADVISORY - set(settings.ADVISORY_FLAGS_THAT_BLOCK)
-    blocking = Flag.objects.filter(
-        task=OuterRef("pk"), inspection_id=inspection.pk, status__in=Flag.BLOCKING
-    ).exclude(code__in=advisory)
+    blocking = (
+        Flag.objects.filter(
+            task=OuterRef("pk"), inspection_id=inspection.pk, status__in=Flag.BLOCKING
+        )
+        .exclude(code__in=advisory)
+        .exclude(_answered_by_relabel(inspection))
+    )
     tasks = version.tasks.filter(status=Task.ACTIVE)
     if last is not None and last.pk == inspection.pk:
         # The tasks' own columns hold this inspection's figures.
@@ -56,6 +74,19 @@ def clean_tasks(*, version: TaskSetVersion, inspection: Inspection | None = None
         ).exclude(outcome__in=NOT_COUNTED)
         tasks = tasks.filter(Exists(ran))
     return tasks.exclude(Exists(blocking)).order_by("position")
+
+
+def _answered_by_relabel(inspection: Inspection) -> Q:
+    """A flag about an answer task's label (LABEL_FLAGS) that a reviewer's correction made
+    since the inspection answers: it no longer keeps the task out of the manifest. The next
+    inspection judges the new label afresh (a dismissal instead would be carried over to it);
+    undone, the correction answers nothing."""
+    relabeled_since = ReviewEvent.objects.filter(
+        task_id=OuterRef("task_id"),
+        action=ReviewEvent.RELABEL,
+        created_at__gte=inspection.created_at,
+    )
+    return Q(code__in=LABEL_FLAGS) & ~Q(task__corrected_label="") & Exists(relabeled_since)
 
 
 @dataclass(frozen=True)
@@ -144,8 +175,12 @@ def manifest_lines(
 def _manifest_lines(source: ExportSource) -> Iterator[dict]:
     version, inspection = source.version, source.inspection
     figures_of = _figures_of(source)
+    relabels = _relabels(version)
     for task in clean_tasks(version=version, inspection=inspection).iterator(chunk_size=1000):
-        if task.kind == Task.TERMINAL:
+        relabeled = None
+        if task.kind == Task.ANSWER:
+            line, relabeled = answer_manifest_line(task, relabels.get(task.pk))
+        elif task.kind == Task.TERMINAL:
             # A task folder is named, not inlined: the trainer holds the folders already, and
             # the content hash says the folder is the one that was inspected.
             line = {
@@ -166,7 +201,73 @@ def _manifest_lines(source: ExportSource) -> Iterator[dict]:
             "reference_pass_rate": figures.reference_pass_rate,
             "sample_pass_rate": figures.sample_pass_rate,
         }
+        if relabeled is not None:
+            line["quality"]["relabeled"] = relabeled
         yield line
+
+
+def _relabels(version: TaskSetVersion) -> dict[int, ReviewEvent]:
+    """The relabel in force of each corrected task of the version: its last relabel event."""
+    events: dict[int, ReviewEvent] = {}
+    rows = (
+        ReviewEvent.objects.filter(
+            task__version=version, task__kind=Task.ANSWER, action=ReviewEvent.RELABEL
+        )
+        .exclude(task__corrected_label="")
+        .select_related("actor")
+        .order_by("created_at", "id")
+    )
+    for event in rows.iterator(chunk_size=1000):
+        events[event.task_id] = event  # the later one wins
+    return events
+
+
+def answer_manifest_line(task: Task, event: ReviewEvent | None) -> tuple[dict, dict | None]:
+    """An answer task's uploaded line with the label in force written back where the label
+    came from (`metadata.label_from`), and what `quality.relabeled` says (None: not corrected).
+    A line without `task_id` (GSM8K's, MATH's) gets the id the import generated.
+
+    - our lines and MATH's with `answer` ("answer"): `answer` is the new label (a number stays
+      a number when the new label is one);
+    - GSM8K's ("gsm8k ####"): `answer` keeps its reasoning, and the value after its last
+      `#### ` is the new label;
+    - MATH's without `answer` ("boxed in solution"): `solution` is left as written (its
+      reasoning ends in the old box: rewriting the reasoning is not ours to do) and `answer` is
+      added with the new label, which a reader of MATH's lines (ours too) takes before the box.
+    """
+    line = dict(task.source)
+    # GSM8K's and MATH's lines have no id: the line names the one the import gave it, as the
+    # report does, so the two join.
+    line.setdefault("task_id", task.task_id)
+    if not task.corrected_label:
+        return line, None
+    label = task.corrected_label
+    label_from = (task.metadata or {}).get("label_from") or "answer"
+    original = line.get("answer")
+    if label_from == "gsm8k ####" and isinstance(original, str) and "####" in original:
+        at = original.rfind("####")
+        line["answer"] = f"{original[:at]}#### {label}"
+    elif isinstance(original, int | float) and not isinstance(original, bool):
+        line["answer"] = _as_number(label)
+    else:
+        line["answer"] = label
+    relabeled = {
+        "from": task.canonical_solution,
+        "to": label,
+        "by": event.actor.get_username() if event is not None and event.actor_id else None,
+        "reason": relabel_reason(event.note, label) if event is not None else "",
+    }
+    return line, relabeled
+
+
+def _as_number(label: str) -> int | float | str:
+    """A label written where the upload had a JSON number: a number again when it is one."""
+    for kind in (int, float):
+        try:
+            return kind(label)
+        except ValueError:
+            continue
+    return label
 
 
 def _flags_of(source: ExportSource) -> dict[int, list[Flag]]:
@@ -219,6 +320,10 @@ def _report_lines(source: ExportSource) -> Iterator[dict]:
         if task.kind == Task.TERMINAL:
             line["lint"] = task.lint
             line["probes"] = probes_of.get(task.pk, {})
+        elif task.kind == Task.ANSWER:
+            line["label"] = task.label
+            line["uploaded_label"] = task.canonical_solution
+            line["relabeled"] = bool(task.corrected_label)
         yield line
 
 
@@ -267,10 +372,59 @@ REPORT_COLUMNS = (
     "content_hash",
     "inspection_id",
 )
+# A table of answer-graded tasks also carries each one's label in force, and whether a
+# reviewer corrected it; a table without any keeps REPORT_COLUMNS alone.
+ANSWER_COLUMNS = ("label", "relabeled")
 
 
-def report_rows(tasks: QuerySet[Task]) -> Iterator[dict]:
-    """One flat row per task (REPORT_COLUMNS), read in chunks: memory stays flat however many."""
+class ReportTable:
+    """Report rows, read as they are iterated, with the columns they fill."""
+
+    def __init__(self, rows: Iterator[dict], columns: tuple[str, ...]) -> None:
+        self.rows = rows
+        self.columns = columns
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.rows)
+
+
+def report_columns(tasks: QuerySet[Task]) -> tuple[str, ...]:
+    """REPORT_COLUMNS, and ANSWER_COLUMNS when the tasks hold an answer-graded one."""
+    if tasks.filter(kind=Task.ANSWER).exists():
+        return REPORT_COLUMNS + ANSWER_COLUMNS
+    return REPORT_COLUMNS
+
+
+def _label_columns(tasks: QuerySet[Task]) -> QuerySet[Task]:
+    """The label in force and whether it is corrected, computed in the database for answer tasks
+    (empty for the other kinds, whose wide columns stay on disk)."""
+    answer = Q(kind=Task.ANSWER)
+    return tasks.annotate(
+        label_in_force=Case(
+            When(answer & Q(corrected_label=""), then=F("canonical_solution")),
+            When(answer, then=F("corrected_label")),
+            default=Value(""),
+            output_field=CharField(),
+        ),
+        label_corrected=Case(
+            When(answer & ~Q(corrected_label=""), then=Value(True)),
+            default=Value(False),
+            output_field=BooleanField(),
+        ),
+    )
+
+
+def report_rows(tasks: QuerySet[Task]) -> ReportTable:
+    """One flat row per task (REPORT_COLUMNS, and ANSWER_COLUMNS where the tasks hold an answer
+    task), read in chunks: memory stays flat however many."""
+    columns = report_columns(tasks)
+    return ReportTable(_report_rows_of(tasks, columns), columns)
+
+
+def _report_rows_of(tasks: QuerySet[Task], columns: tuple[str, ...]) -> Iterator[dict]:
+    answers = columns != REPORT_COLUMNS
+    if answers:
+        tasks = _label_columns(tasks)
     values = tasks.values_list(
         "version__taskset__name",
         "version__number",
@@ -290,30 +444,38 @@ def report_rows(tasks: QuerySet[Task]) -> Iterator[dict]:
         "runs_count",
         "content_hash",
         "last_inspection_id",
+        *(("label_in_force", "label_corrected") if answers else ()),
     )
     for row in values.iterator(chunk_size=2000):
-        line = dict(zip(REPORT_COLUMNS, row, strict=True))
+        line = dict(zip(columns, row, strict=True))
         line["flags"] = line["flags"].replace(",", ";")
         line["assignee"] = line["assignee"] or ""
+        if answers and line["kind"] != Task.ANSWER:
+            line["label"] = line["relabeled"] = None
         yield line
 
 
-def report_table_rows(*, source: ExportSource) -> Iterator[dict]:
+def report_table_rows(*, source: ExportSource) -> ReportTable:
     """Every task of the source's version as report_rows makes them, by the source's
     inspection: the tasks' own columns for the current one, else that inspection's flags and
     recomputed figures (the deeper ones empty: not kept per inspection)."""
-    from inspector.detect.codes import combined_severity
-
     tasks = source.version.tasks.order_by("position", "id")
     if source.current:
-        yield from report_rows(tasks)
-        return
+        return report_rows(tasks)
+    columns = report_columns(tasks)
+    return ReportTable(_pinned_rows(source, tasks, columns), columns)
+
+
+def _pinned_rows(source: ExportSource, tasks: QuerySet[Task], columns) -> Iterator[dict]:
+    from inspector.detect.codes import combined_severity
+
+    answers = columns != REPORT_COLUMNS
     flags_of = _flags_of(source)
     figures_of = _figures_of(source)
     for task in tasks.select_related("assignee").defer("source").iterator(chunk_size=2000):
         blocking = [f for f in flags_of.get(task.pk, []) if f.status in Flag.BLOCKING]
         figures = figures_of(task)
-        yield {
+        row = {
             "taskset": source.taskset,
             "version": source.version.number,
             "task_id": task.task_id,
@@ -333,6 +495,11 @@ def report_table_rows(*, source: ExportSource) -> Iterator[dict]:
             "content_hash": task.content_hash,
             "inspection_id": source.inspection.pk,
         }
+        if answers:
+            answer = task.kind == Task.ANSWER
+            row["label"] = task.label if answer else None
+            row["relabeled"] = bool(task.corrected_label) if answer else None
+        yield row
 
 
 class _Echo:
@@ -341,8 +508,9 @@ class _Echo:
 
 
 def csv_stream(rows: Iterable[dict]) -> Iterator[str]:
-    """CSV text, a header then one line per row, produced as it is read."""
-    writer = csv.DictWriter(_Echo(), fieldnames=REPORT_COLUMNS)
+    """CSV text, a header then one line per row, produced as it is read; the columns are the
+    rows' own (a ReportTable's) or REPORT_COLUMNS."""
+    writer = csv.DictWriter(_Echo(), fieldnames=getattr(rows, "columns", REPORT_COLUMNS))
     yield writer.writeheader()
     batch: list[str] = []
     for row in rows:
@@ -359,7 +527,8 @@ def parquet_bytes(rows: Iterable[dict]) -> bytes:
     rows are held in memory once: about 100 bytes a task."""
     import pandas as pd
 
-    frame = pd.DataFrame.from_records(list(rows), columns=list(REPORT_COLUMNS))
+    columns = list(getattr(rows, "columns", REPORT_COLUMNS))
+    frame = pd.DataFrame.from_records(list(rows), columns=columns)
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
     return buffer.getvalue()

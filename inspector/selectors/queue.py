@@ -9,7 +9,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Substr
 from django.utils.functional import cached_property
 
 from inspector.detect.codes import ADVISORY
@@ -132,6 +133,7 @@ def queue_tasks(filters: QueueFilter, *, user=None) -> QuerySet[Task]:
 # What a queue row shows: the wide columns (prompt, code, source) stay on disk.
 QUEUE_COLUMNS = (
     "task_id",
+    "kind",
     "version__number",
     "version__taskset__name",
     "domain",
@@ -183,9 +185,24 @@ class KeysFirstPaginator(Paginator):
         return self._get_page([rows[pk] for pk in ids if pk in rows], number, self)
 
 
+# An answer-graded task's row shows the start of its question: its id is often generated.
+QUESTION_CHARS = 160
+
+
 def queue_page_tasks(tasks: QuerySet[Task]) -> QuerySet[Task]:
-    """`tasks` with only the columns a queue row shows (and the rows it joins)."""
-    return tasks.select_related("version__taskset", "assignee", "claimed_by").only(*QUEUE_COLUMNS)
+    """`tasks` with only the columns a queue row shows (and the rows it joins); an answer task
+    also gets `question` (the start of its question; empty for the other kinds)."""
+    return (
+        tasks.select_related("version__taskset", "assignee", "claimed_by")
+        .only(*QUEUE_COLUMNS)
+        .annotate(
+            question=Case(
+                When(kind=Task.ANSWER, then=Substr("prompt", 1, QUESTION_CHARS)),
+                default=Value(""),
+                output_field=CharField(),
+            )
+        )
+    )
 
 
 def queue_flag_lines(tasks) -> list[Task]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from inspector.models import Flag, Inspection, ReviewEvent, Run, Task
+from inspector.models import Flag, Inspection, ReviewEvent, Run, Task, TaskSetVersion
 
 # A flag shows this many of its evidence runs; the page says how many more there are.
 EVIDENCE_SHOWN = 12
@@ -135,3 +135,12 @@ def task_files(task: Task) -> list[dict]:
             }
         )
     return rows
+
+
+def task_named(*, version: TaskSetVersion, task_id: str) -> Task | None:
+    """The task of that id in a version, with the rows its page joins."""
+    return (
+        version.tasks.select_related("version__taskset", "claimed_by", "assignee")
+        .filter(task_id=task_id)
+        .first()
+    )
