@@ -106,9 +106,9 @@ def test_inspecting_verifies_every_response_and_flags_the_wrong_and_the_unreadab
 
     assert inspection.status == Inspection.FINISHED
     assert inspection.runs_done == inspection.runs_total
-    right = Run.objects.filter(inspection=inspection, task__task_id="sum/3", kind=Run.SAMPLE)
+    right = Run.objects.filter(inspection=inspection, task__task_id="sum/3", kind=Run.SAMPLE)  # 6 + 13
     assert {r.outcome for r in right} == {"passed"}
-    assert {r.detail["extracted"] for r in right} == {"16"}
+    assert {r.detail["extracted"] for r in right} == {"19"}
     found = codes(inspection)
     assert "mislabeled" in found["wrong-label"]
     assert "unverifiable_label" in found["broken-label"]
