@@ -279,6 +279,10 @@ ANSWER_PROBES = [
     ).split(",")
     if p
 ]
+# A verifier probe is one weakness of the set's verifier, shared by every task: one that beats
+# at least this share of the tasks (and HARNESS_FINDING_MIN_TASKS) is one finding on the
+# inspection (e.g. a last-number fallback fooled on every single-digit label), not a flag each.
+ANSWER_HARNESS_FINDING_SHARE = envfloat("ANSWER_HARNESS_FINDING_SHARE", "0.05")
 ANSWER_PER_ANSWER_SECONDS = envfloat("ANSWER_PER_ANSWER_SECONDS", "2")
 ANSWER_RUNS_PER_MESSAGE = envint("ANSWER_RUNS_PER_MESSAGE", "400")
 # A probe that beats at least this share of a set's tasks (and at least MIN tasks) is a finding

@@ -126,14 +126,16 @@ def test_no_verifier_probe_earns_a_reward_under_the_default_rule(inspect_now):
     assert not inspection.flags.filter(code="reward_hackable").exists()
 
 
-def test_a_lenient_verifier_lets_a_probe_through_on_nearly_every_task_and_that_is_one_finding(
+def test_a_loose_verifier_is_beaten_by_a_probe_on_every_task_and_that_is_one_finding_not_a_flag(
     inspect_now,
 ):
-    inspection = inspect_now(import_answers(rule="lenient"))
+    # `contains`: a response earns the reward when the label is anywhere among its answers.
+    inspection = inspect_now(import_answers(rule="contains"))
 
     beaten = Run.objects.filter(inspection=inspection, kind=Run.PROBE, outcome="passed")
-    assert beaten.exists()
-    assert any("probe" in str(finding).lower() for finding in inspection.findings)
+    assert beaten.values("task").distinct().count() >= 12
+    assert any("candidate_list" in str(finding) for finding in inspection.findings)
+    assert not inspection.flags.filter(code="reward_hackable").exists()
 
 
 def test_the_next_inspection_verifies_a_corrected_label_and_the_flag_is_gone(inspect_now, reviewer):

@@ -30,10 +30,13 @@ _OUTCOME = {"timeout": "timed_out", "sandbox_error": "sandbox_error", "error": "
 GIVEN = "given"
 
 
-def answer_text(run: Run, rule: str = "auto") -> tuple[str, bool]:
+def answer_text(
+    run: Run, rule: str = "auto", probe_texts: dict[int, dict[str, str]] | None = None
+) -> tuple[str, bool]:
     """What a run verifies, and whether it is a bare answer (no response to read it from): the
     label itself, a sample's response (or its given answer when it came without one, or when
-    the set's rule is GIVEN), or a probe's response, made from the label."""
+    the set's rule is GIVEN), or a probe's response, made from the label (`probe_texts` keeps
+    each task's probe responses, made once, by task)."""
     task = run.task
     if run.kind == Run.SAMPLE:
         if run.sample.answer and rule == GIVEN:
@@ -44,7 +47,11 @@ def answer_text(run: Run, rule: str = "auto") -> tuple[str, bool]:
     if run.kind == Run.PROBE:
         from inspector.detect.answer_probes import answer_probe_texts
 
-        texts = answer_probe_texts(task.label, task.answer_type, task.prompt, seed=task.pk)
+        texts = (probe_texts or {}).get(task.pk)
+        if texts is None:
+            texts = answer_probe_texts(task.label, task.answer_type, task.prompt, seed=task.pk)
+            if probe_texts is not None:
+                probe_texts[task.pk] = texts
         return texts.get(run.probe, ""), False
     return task.label, True
 
@@ -76,8 +83,9 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
     ]
     rule = config.get("rule") or "auto"
     items = []
+    probe_texts: dict[int, dict[str, str]] = {}
     for run in live:
-        text, bare = answer_text(run, rule)
+        text, bare = answer_text(run, rule, probe_texts)
         items.append(
             VerifyItem(
                 key=str(run.pk),
@@ -257,7 +265,7 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
         tasks,
         pd.DataFrame.from_records(verdicts, columns=verdict_columns),
         pd.DataFrame.from_records(probes, columns=probe_columns),
-        harness_share=settings.HARNESS_FINDING_SHARE,
+        harness_share=settings.ANSWER_HARNESS_FINDING_SHARE,
         harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
     )
     stats = {}
