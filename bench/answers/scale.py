@@ -44,7 +44,7 @@ def write(folder: Path, tasks: int, samples: int, seed: int = 0) -> None:
                 + "\n"
             )
             for model, p in MODELS.items():
-                for k in range(per_model):
+                for _ in range(per_model):
                     value = a + b if rng.random() < p else a + b + rng.choice([-1, 1, 10])
                     sf.write(
                         json.dumps(
