@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -160,9 +160,11 @@ def analyse_answers(
     harness_share: float = 0.9,
     harness_min_tasks: int = 5,
     settings: AnswerSettings | None = None,
+    other_questions: Mapping[Hashable, tuple[str, str]] | None = None,
 ) -> AnswerAnalysis:
     """Flags, stats, harness findings and the answer distribution of every task (see the module
-    docstring for the model). Findings are sorted by task_key, then severity."""
+    docstring for the model). `other_questions` (key -> (question, label)) are other sets'
+    questions, for `duplicate` across sets. Findings are sorted by task_key, then severity."""
     settings = settings or AnswerSettings()
     tasks = _frame(tasks, TASK_COLUMNS)
     verdicts = _frame(verdicts, VERDICT_COLUMNS)
@@ -202,7 +204,7 @@ def analyse_answers(
             )
         )
     findings.extend(_leaks(task_rows))
-    findings.extend(_duplicates(task_rows, settings))
+    findings.extend(_duplicates(task_rows, other_questions or {}, settings))
     hackable, harness = _probe_flags(probes, harness_share, harness_min_tasks)
     findings.extend(hackable)
     findings.sort(key=lambda f: (f.task_key, -f.severity, f.code))
@@ -802,37 +804,50 @@ def _leaks(task_rows: dict[int, Any]) -> list[FlagFinding]:
     return found
 
 
-def _duplicates(task_rows: dict[int, Any], settings: AnswerSettings) -> list[FlagFinding]:
+def _duplicates(
+    task_rows: dict[int, Any],
+    other_questions: Mapping[Hashable, tuple[str, str]],
+    settings: AnswerSettings,
+) -> list[FlagFinding]:
     """Near-duplicate questions (TF-IDF cosine, `signals.near_duplicates`) that also hold the
-    same numbers: templated questions (the same words, other numbers) are different questions."""
-    questions: dict[Hashable, str] = {k: str(r.question) for k, r in task_rows.items()}
-    best: dict[int, tuple[float, int]] = {}
+    same numbers: templated questions (the same words, other numbers) are different questions.
+    `other_questions` (key -> (question, label), e.g. (task set, task id) of other sets) are
+    compared with this set's, never flagged themselves."""
+    questions: dict[Hashable, str] = {("task", k): str(r.question) for k, r in task_rows.items()}
+    for key, (question, _label) in other_questions.items():
+        questions[("other", key)] = str(question)
+    best: dict[int, tuple[float, Hashable]] = {}
     for a, b, similarity in near_duplicates(questions, threshold=settings.duplicate_similarity):
         if sorted(_NUMBERS.findall(_THOUSANDS.sub("", questions[a]))) != sorted(
             _NUMBERS.findall(_THOUSANDS.sub("", questions[b]))
         ):
             continue
         for mine, theirs in ((a, b), (b, a)):
-            if best.get(mine, (0.0, 0))[0] < similarity:
-                best[mine] = (similarity, theirs)
+            if mine[0] == "task" and best.get(mine[1], (0.0, None))[0] < similarity:
+                best[mine[1]] = (similarity, theirs)
     found = []
-    for task_key, (similarity, other) in sorted(best.items()):
-        mine, theirs = task_rows[task_key], task_rows[other]
-        same_label = (mine.label_canonical or mine.label) == (
-            theirs.label_canonical or theirs.label
-        )
+    for task_key, (similarity, theirs) in sorted(best.items(), key=lambda kv: kv[0]):
+        mine = task_rows[task_key]
+        if theirs[0] == "task":
+            row = task_rows[theirs[1]]
+            name, label, where = row.task_id, row.label_canonical or row.label, "in this task set"
+        else:
+            name, label = str(theirs[1]), other_questions[theirs[1]][1]
+            where = "in another task set"
+        same_label = (mine.label_canonical or mine.label) == label
         found.append(
             _finding(
                 task_key,
                 FlagCode.DUPLICATE,
                 min(1.0, max(0.0, (similarity - 0.5) / 0.5)),
                 f"its question is {similarity:.0%} similar (TF-IDF cosine, the same numbers) to "
-                f"{theirs.task_id}, whose label is {theirs.label}"
+                f"{name} {where}, whose label is {label}"
                 + ("" if same_label else f", not {mine.label}"),
                 {
-                    "other": theirs.task_id,
+                    "other": name,
+                    "where": where,
                     "similarity": similarity,
-                    "other_label": theirs.label,
+                    "other_label": label,
                     "same_label": same_label,
                 },
                 (),
