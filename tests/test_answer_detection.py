@@ -209,6 +209,20 @@ def test_near_duplicate_questions_are_flagged_but_the_same_template_with_other_n
     assert not any(f.code == FlagCode.DUPLICATE for f in analysis.findings if f.task_key < 10)
 
 
+def test_a_near_copy_of_another_sets_question_is_a_duplicate_naming_that_set() -> None:
+    s = SetBuilder(clean=10)
+    key = s.task("Sara bakes 12 cakes a day for 5 days. How many cakes does she bake?", "60")
+    other = {
+        ("gsm8k", "gsm8k/7"): (
+            "Sara bakes 12 cakes a day for 5 days.  How many cakes does she bake",
+            "50",
+        )
+    }
+    flag = flags_of(s.analyse(other_questions=other), key)["duplicate"]
+    assert flag.evidence["other"] == "('gsm8k', 'gsm8k/7')" and flag.evidence["same_label"] is False
+    assert "in another task set, whose label is 50, not 60" in flag.explanation
+
+
 def test_a_probe_the_verifier_rewards_makes_its_task_reward_hackable_naming_the_probe() -> None:
     s = SetBuilder(clean=10)
     for key in range(10):

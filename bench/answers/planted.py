@@ -317,23 +317,16 @@ def _samples(planted: list[PlantedTask], rng: random.Random) -> tuple[list[dict]
                 )
     # Verifier-gaming responses on a few samples of clean tasks: they must earn nothing.
     gaming: list[dict] = []
-    clean = [i for i, s in enumerate(samples) if not _task(planted, s["task_id"]).defects]
+    by_id = {t.task_id: t for t in planted}
+    clean = [i for i, s in enumerate(samples) if not by_id[s["task_id"]].defects]
     for i in rng.sample(clean, min(GAMING_SAMPLES, len(clean))):
-        t = _task(planted, samples[i]["task_id"])
+        t = by_id[samples[i]["task_id"]]
         probe = rng.choice([p for p in ANSWER_PROBES if p != "long_response"])
         samples[i]["response"] = answer_probe_texts(
             t.label, t.answer_type, t.question, rng.randint(0, 10**6)
         )[probe]
         gaming.append({"task_id": t.task_id, "sample_id": samples[i]["sample_id"], "probe": probe})
     return samples, gaming
-
-
-_BY_ID: dict[int, dict[str, PlantedTask]] = {}
-
-
-def _task(planted: list[PlantedTask], task_id: str) -> PlantedTask:
-    index = _BY_ID.setdefault(id(planted), {t.task_id: t for t in planted})
-    return index[task_id]
 
 
 def _response(value: str | None, t: PlantedTask, numbers: list[str], rng: random.Random) -> str:

@@ -14,16 +14,37 @@ weighed by how reliable their model is:
   mistakes (an off-by-one, a step everybody skips), so `q`, the chance that a wrong answer is a
   given plausible value, is estimated from the set: the chance that two different models' wrong
   answers on a task coincide, square-rooted (one dominant distractor of share d makes that d²).
-- **A model votes once per task**, with the shares of its answered samples, and weight
-  log(p / ((1 - p) q)) (zero when below): sixteen samples of one model are one opinion.
-  Samples whose model is unknown (`model` "") are pooled as one model. A set with no model
-  known at all votes sample by sample, all samples sharing one reliability, and needs a higher
-  posterior for `mislabeled` (nothing then shows that the agreeing samples are independent).
+- **A model's samples are one opinion, not n**: its n answered samples on a task count as
+  sqrt(n) votes (`sample_exponent`), split by its shares, each of weight log(p / ((1 - p) q))
+  (zero when below). Samples whose model is unknown (`model` "") are pooled as one model. A set
+  with no model known at all votes sample by sample, all samples sharing one reliability, and
+  needs a higher posterior for `mislabeled` (nothing shows that agreeing samples are
+  independent).
 - **The label has a prior**: the set's label accuracy, estimated as the mean posterior of the
-  labels (bounded to [0.5, 0.98]), the rest spread over the other answers seen.
+  labels (bounded to [0.5, 0.98]; the first round starts from 0.7 so that the estimate can move),
+  the rest spread over the answers at least two voters reached.
 
-The posterior of an answer is then softmax(log prior + the weighted votes for it). Verdicts with
-status `sandbox_error` count as nothing; other statuses than `ok` are samples without an answer.
+The posterior of an answer is then softmax(log prior + the weighted votes for it). The flags:
+
+- `mislabeled`: a non-label answer's posterior reaches 0.9 (0.97 with no model known) and at least
+  two models give it half their samples or more. Confidence: that posterior.
+- `ambiguous` (checked first): the two answers with most of the vote weighed by log-odds of
+  reliability squared (`support_weight`: a shared mistake earns no support) hold at least 25%
+  and at most 70%, each reached by two voters, and the samples on the one that is not the label
+  are more than shared mistakes would make (a Poisson-binomial tail, p <= 0.05).
+- `unsolvable`: no sample is right and no other answer has half the weighted vote; confidence:
+  the chance that at least one sample would have been right, from the models' reliabilities.
+- `no_signal`: at least 8 samples, all right or all wrong, and no blocking flag above (the task
+  leaves the set anyway).
+- `answer_leak`: a phrase of the question states the label ("the answer is 42", "(Answer: 42)",
+  "hint ... 42", "the total is 42", "= 42?"); the label merely appearing is not enough, a word
+  problem's answer is often one of its givens.
+- `duplicate`: TF-IDF near-duplicates (`signals.near_duplicates`, 0.9) that hold the same numbers.
+- `reward_hackable`: a probe the verifier rewarded; one rewarded on nearly every task is a harness
+  finding instead.
+
+Verdicts with status `sandbox_error` count as nothing; other statuses than `ok` are samples
+without an answer.
 Tasks whose label the verifier cannot parse (`label_status` not "ok") are `unverifiable_label`,
 take no part in the estimates, and get no verdict-based flag (every sample would look wrong).
 """
@@ -32,7 +53,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -84,8 +105,12 @@ class AnswerSettings:
     min_samples: int = 4  # answered-or-not samples a task needs for any verdict-based flag
     # Two answers are both well supported when the runner-up has this share of the vote
     # weighed by reliability (see `support_weight`), and the leader at most the other.
-    ambiguous_second_share: float = 0.3
+    ambiguous_second_share: float = 0.25
     ambiguous_top_share: float = 0.7
+    # ... and the samples on the answer that is not the label are more than shared mistakes
+    # would make: the chance of at least as many, each sample of a model of reliability p
+    # landing there by mistake with chance (1 - p) q, is at most this.
+    ambiguous_pvalue: float = 0.05
     unsolvable_consensus: float = 0.5  # a non-label answer with this weighted share is consensus
     no_signal_min_samples: int = 8
     label_prior_bounds: tuple[float, float] = (0.5, 0.98)
@@ -135,9 +160,11 @@ def analyse_answers(
     harness_share: float = 0.9,
     harness_min_tasks: int = 5,
     settings: AnswerSettings | None = None,
+    other_questions: Mapping[Hashable, tuple[str, str]] | None = None,
 ) -> AnswerAnalysis:
     """Flags, stats, harness findings and the answer distribution of every task (see the module
-    docstring for the model). Findings are sorted by task_key, then severity."""
+    docstring for the model). `other_questions` (key -> (question, label)) are other sets'
+    questions, for `duplicate` across sets. Findings are sorted by task_key, then severity."""
     settings = settings or AnswerSettings()
     tasks = _frame(tasks, TASK_COLUMNS)
     verdicts = _frame(verdicts, VERDICT_COLUMNS)
@@ -177,7 +204,7 @@ def analyse_answers(
             )
         )
     findings.extend(_leaks(task_rows))
-    findings.extend(_duplicates(task_rows, settings))
+    findings.extend(_duplicates(task_rows, other_questions or {}, settings))
     hackable, harness = _probe_flags(probes, harness_share, harness_min_tasks)
     findings.extend(hackable)
     findings.sort(key=lambda f: (f.task_key, -f.severity, f.code))
@@ -556,11 +583,15 @@ def _verdict_flags(
 
     if counted >= settings.min_samples and len(support) >= 2:
         (first, s1), (second, s2) = support[0], support[1]
+        # The one a shared mistake would explain: the answer that is not the label.
+        doubted = first if second == _LABEL else second
         if (
             s2 >= settings.ambiguous_second_share
             and s1 <= settings.ambiguous_top_share
             and any_votes.get(first, 0) >= settings.min_supporters
             and any_votes.get(second, 0) >= settings.min_supporters
+            and (p_mistake := _mistake_pvalue(task_key, group, doubted, fit))
+            <= settings.ambiguous_pvalue
         ):
             split = [name(first), name(second)]
             found.append(
@@ -570,7 +601,13 @@ def _verdict_flags(
                     min(1.0, s2 / s1),
                     f"the answers split between {split[0]} ({s1:.0%} of the reliability-weighted "
                     f"vote) and {split[1]} ({s2:.0%}), neither dominant; the label is {label_shown}",
-                    evidence({"split": split, "weighted_shares": [round(s1, 4), round(s2, 4)]}),
+                    evidence(
+                        {
+                            "split": split,
+                            "weighted_shares": [round(s1, 4), round(s2, 4)],
+                            "p_shared_mistake": float(f"{p_mistake:.3g}"),
+                        }
+                    ),
                     runs(first)[:2] + runs(second)[:2],
                 )
             )
@@ -652,6 +689,32 @@ def _verdict_flags(
             )
         )
     return found
+
+
+def _mistake_pvalue(task_key: int, group: list[_Sample], key: str, fit: _Fit) -> float:
+    """The chance that at least as many of the task's answered samples as did would give `key`
+    if it were only a shared mistake: a Poisson-binomial tail, each sample of a model of
+    reliability p landing on it with chance (1 - p) q (q the set's coincidence of mistakes)."""
+    chances = []
+    observed = 0
+    for x in group:
+        if x.key is None:
+            continue
+        observed += x.key == key
+        p = fit.task_reliability.get((task_key, x.model), fit.reliability.get(x.model, 0.5))
+        chances.append(min(1.0, max(0.0, (1.0 - p) * fit.coincidence)))
+    if observed == 0:
+        return 1.0
+    if len(chances) > 400:  # normal approximation, with a continuity correction
+        mean = sum(chances)
+        spread = math.sqrt(max(1e-12, sum(c * (1 - c) for c in chances)))
+        return 0.5 * math.erfc((observed - 0.5 - mean) / spread / math.sqrt(2))
+    tail = np.zeros(len(chances) + 1)
+    tail[0] = 1.0
+    for c in chances:
+        tail[1:] = tail[1:] * (1 - c) + tail[:-1] * c
+        tail[0] *= 1 - c
+    return float(min(1.0, tail[observed:].sum()))
 
 
 def _unverifiable(task_key: int, row: Any) -> FlagFinding:
@@ -741,37 +804,50 @@ def _leaks(task_rows: dict[int, Any]) -> list[FlagFinding]:
     return found
 
 
-def _duplicates(task_rows: dict[int, Any], settings: AnswerSettings) -> list[FlagFinding]:
+def _duplicates(
+    task_rows: dict[int, Any],
+    other_questions: Mapping[Hashable, tuple[str, str]],
+    settings: AnswerSettings,
+) -> list[FlagFinding]:
     """Near-duplicate questions (TF-IDF cosine, `signals.near_duplicates`) that also hold the
-    same numbers: templated questions (the same words, other numbers) are different questions."""
-    questions: dict[Hashable, str] = {k: str(r.question) for k, r in task_rows.items()}
-    best: dict[int, tuple[float, int]] = {}
+    same numbers: templated questions (the same words, other numbers) are different questions.
+    `other_questions` (key -> (question, label), e.g. (task set, task id) of other sets) are
+    compared with this set's, never flagged themselves."""
+    questions: dict[Hashable, str] = {("task", k): str(r.question) for k, r in task_rows.items()}
+    for key, (question, _label) in other_questions.items():
+        questions[("other", key)] = str(question)
+    best: dict[int, tuple[float, Hashable]] = {}
     for a, b, similarity in near_duplicates(questions, threshold=settings.duplicate_similarity):
         if sorted(_NUMBERS.findall(_THOUSANDS.sub("", questions[a]))) != sorted(
             _NUMBERS.findall(_THOUSANDS.sub("", questions[b]))
         ):
             continue
         for mine, theirs in ((a, b), (b, a)):
-            if best.get(mine, (0.0, 0))[0] < similarity:
-                best[mine] = (similarity, theirs)
+            if mine[0] == "task" and best.get(mine[1], (0.0, None))[0] < similarity:
+                best[mine[1]] = (similarity, theirs)
     found = []
-    for task_key, (similarity, other) in sorted(best.items()):
-        mine, theirs = task_rows[task_key], task_rows[other]
-        same_label = (mine.label_canonical or mine.label) == (
-            theirs.label_canonical or theirs.label
-        )
+    for task_key, (similarity, theirs) in sorted(best.items(), key=lambda kv: kv[0]):
+        mine = task_rows[task_key]
+        if theirs[0] == "task":
+            row = task_rows[theirs[1]]
+            name, label, where = row.task_id, row.label_canonical or row.label, "in this task set"
+        else:
+            name, label = str(theirs[1]), other_questions[theirs[1]][1]
+            where = "in another task set"
+        same_label = (mine.label_canonical or mine.label) == label
         found.append(
             _finding(
                 task_key,
                 FlagCode.DUPLICATE,
                 min(1.0, max(0.0, (similarity - 0.5) / 0.5)),
                 f"its question is {similarity:.0%} similar (TF-IDF cosine, the same numbers) to "
-                f"{theirs.task_id}, whose label is {theirs.label}"
+                f"{name} {where}, whose label is {label}"
                 + ("" if same_label else f", not {mine.label}"),
                 {
-                    "other": theirs.task_id,
+                    "other": name,
+                    "where": where,
                     "similarity": similarity,
-                    "other_label": theirs.label,
+                    "other_label": label,
                     "same_label": same_label,
                 },
                 (),
