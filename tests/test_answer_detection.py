@@ -219,8 +219,9 @@ def test_a_near_copy_of_another_sets_question_is_a_duplicate_naming_that_set() -
         )
     }
     flag = flags_of(s.analyse(other_questions=other), key)["duplicate"]
-    assert flag.evidence["other"] == "('gsm8k', 'gsm8k/7')" and flag.evidence["same_label"] is False
-    assert "in another task set, whose label is 50, not 60" in flag.explanation
+    assert (flag.evidence["other"], flag.evidence["other_taskset"]) == ("gsm8k/7", "gsm8k")
+    assert flag.evidence["same_label"] is False
+    assert "gsm8k/7 in task set gsm8k, whose label is 50, not 60" in flag.explanation
 
 
 def test_a_probe_the_verifier_rewards_makes_its_task_reward_hackable_naming_the_probe() -> None:

@@ -832,8 +832,11 @@ def _duplicates(
             row = task_rows[theirs[1]]
             name, label, where = row.task_id, row.label_canonical or row.label, "in this task set"
         else:
-            name, label = str(theirs[1]), other_questions[theirs[1]][1]
-            where = "in another task set"
+            label = other_questions[theirs[1]][1]
+            if isinstance(theirs[1], tuple) and len(theirs[1]) == 2:  # (task set, task id)
+                name, where = str(theirs[1][1]), f"in task set {theirs[1][0]}"
+            else:
+                name, where = str(theirs[1]), "in another task set"
         same_label = (mine.label_canonical or mine.label) == label
         found.append(
             _finding(
@@ -845,6 +848,9 @@ def _duplicates(
                 + ("" if same_label else f", not {mine.label}"),
                 {
                     "other": name,
+                    "other_taskset": str(theirs[1][0])
+                    if theirs[0] == "other" and isinstance(theirs[1], tuple)
+                    else None,
                     "where": where,
                     "similarity": similarity,
                     "other_label": label,

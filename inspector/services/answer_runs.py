@@ -186,9 +186,10 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
     """The inspection's verdicts as the plain tables inspector/detect/answers.py reads, its
     findings, and the runs of each task (for the task's run count)."""
     import pandas as pd
+    from django.db.models import OuterRef
 
     from inspector.detect.answers import analyse_answers
-    from inspector.models import Task
+    from inspector.models import Task, TaskSetVersion
 
     tasks = pd.DataFrame.from_records(
         list(
@@ -261,12 +262,27 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
         "correct", "response_chars",
     ]  # fmt: skip
     probe_columns = ["run_id", "task_key", "probe", "status", "extracted", "correct"]
+    # Other sets' questions (their latest versions), for duplicates across sets.
+    latest = TaskSetVersion.objects.filter(
+        number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
+        .order_by("-number")
+        .values("number")[:1]
+    ).exclude(taskset_id=inspection.version.taskset_id)
+    other_questions = {
+        (taskset, task_id): (question, corrected or label)
+        for taskset, task_id, question, label, corrected in Task.objects.filter(
+            version__in=latest.values("pk"), kind=Task.ANSWER
+        ).values_list(
+            "version__taskset__name", "task_id", "prompt", "canonical_solution", "corrected_label"
+        )
+    }
     analysis = analyse_answers(
         tasks,
         pd.DataFrame.from_records(verdicts, columns=verdict_columns),
         pd.DataFrame.from_records(probes, columns=probe_columns),
         harness_share=settings.ANSWER_HARNESS_FINDING_SHARE,
         harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
+        other_questions=other_questions,
     )
     stats = {}
     for task_pk in tasks["task_key"]:
