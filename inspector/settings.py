@@ -283,6 +283,9 @@ ANSWER_PROBES = [
 # at least this share of the tasks (and HARNESS_FINDING_MIN_TASKS) is one finding on the
 # inspection (e.g. a last-number fallback fooled on every single-digit label), not a flag each.
 ANSWER_HARNESS_FINDING_SHARE = envfloat("ANSWER_HARNESS_FINDING_SHARE", "0.05")
+# A samples file of answer-graded questions is streamed into the database: it may be this large
+# uncompressed (100,000 questions with 16 responses each are a few GB).
+ANSWER_SAMPLES_MAX_BYTES = envint("ANSWER_SAMPLES_MAX_BYTES", str(8 * 1024**3))
 ANSWER_PER_ANSWER_SECONDS = envfloat("ANSWER_PER_ANSWER_SECONDS", "2")
 ANSWER_RUNS_PER_MESSAGE = envint("ANSWER_RUNS_PER_MESSAGE", "400")
 # A probe that beats at least this share of a set's tasks (and at least MIN tasks) is a finding

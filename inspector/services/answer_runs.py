@@ -227,7 +227,9 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
     ):
         runs_of[task_pk] = runs_of.get(task_pk, 0) + 1
         detail = detail or {}
-        status = detail.get("status") or ("sandbox_error" if outcome == "sandbox_error" else "error")
+        status = detail.get("status") or (
+            "sandbox_error" if outcome == "sandbox_error" else "error"
+        )
         if kind == Run.REFERENCE:
             label_status[task_pk] = (status, str(detail.get("canonical") or ""))
         elif kind == Run.SAMPLE:

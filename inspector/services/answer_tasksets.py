@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -21,7 +22,9 @@ _SNIFF_BYTES = 1 << 20
 @dataclass
 class ParsedAnswerSet:
     tasks: list[dict] = field(default_factory=list)  # Task fields
-    samples: list[dict] = field(default_factory=list)  # task_id, sample_id, completion, answer, model
+    samples: list[dict] = field(
+        default_factory=list
+    )  # task_id, sample_id, completion, answer, model
 
 
 def first_line_object(stream: BinaryIO) -> dict | None:
@@ -54,24 +57,14 @@ def is_answer_upload(stream: BinaryIO) -> bool:
     return obj is not None and looks_like_answer_tasks(obj)
 
 
-def answer_parse(
-    *,
-    tasks_file: BinaryIO,
-    tasks_name: str,
-    samples_file: BinaryIO | None = None,
-    samples_name: str = "",
-) -> ParsedAnswerSet:
-    """Read the questions (and the sampled responses) whole into rows. Raises
+def answer_parse(*, tasks_file: BinaryIO, tasks_name: str) -> ParsedAnswerSet:
+    """Read the questions whole into rows (the samples are streamed: `answer_samples`). Raises
     TaskSetFormatError with every problem, by file, line and field; nothing is stored."""
     from inspector.formats.answers import read_answer_taskset
     from inspector.formats.humaneval import content_hash
 
     parsed = read_answer_taskset(
-        tasks_file,
-        tasks_name=tasks_name,
-        samples_file=samples_file,
-        samples_name=samples_name,
-        max_bytes=settings.UPLOAD_MAX_BYTES,
+        tasks_file, tasks_name=tasks_name, max_bytes=settings.UPLOAD_MAX_BYTES
     )
     rows = ParsedAnswerSet()
     for t in parsed.tasks:
@@ -85,19 +78,39 @@ def answer_parse(
                 "entry_point": "",
                 "answer_type": t.answer_type[:20],
                 "domain": t.domain[:200],
-                "metadata": {**t.metadata, "label_from": t.label_from} if t.label_from else t.metadata,
+                "metadata": {**t.metadata, "label_from": t.label_from}
+                if t.label_from
+                else t.metadata,
                 "source": t.source,
                 "content_hash": content_hash(t.source),
             }
         )
-    rows.samples = [
-        {
-            "task_id": s.task_id,
-            "sample_id": s.sample_id,
-            "completion": s.response,
-            "answer": s.answer,
-            "model": s.model[:200],
-        }
-        for s in parsed.samples
-    ]
     return rows
+
+
+def answer_samples(
+    samples_file: BinaryIO, *, samples_name: str, task_ids: set[str], tasks_name: str
+) -> Iterator[list[dict]]:
+    """The sampled responses in batches of rows, streamed (100,000 questions with 16 samples
+    each never sit in memory at once). Every problem is gathered and raised as
+    TaskSetFormatError once the file is read: the caller stores batches where it can undo them
+    (the import's transaction)."""
+    from inspector.formats.answers import iter_answer_samples
+
+    for batch in iter_answer_samples(
+        samples_file,
+        samples_name=samples_name or "samples file",
+        known_task_ids=task_ids,
+        tasks_name=tasks_name,
+        max_bytes=settings.ANSWER_SAMPLES_MAX_BYTES,
+    ):
+        yield [
+            {
+                "task_id": s.task_id,
+                "sample_id": s.sample_id,
+                "completion": s.response,
+                "answer": s.answer,
+                "model": s.model[:200],
+            }
+            for s in batch
+        ]

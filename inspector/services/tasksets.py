@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -20,7 +21,7 @@ from inspector.models import (
     TaskSetVersion,
     file_name,
 )
-from inspector.services.answer_tasksets import answer_parse, is_answer_upload
+from inspector.services.answer_tasksets import answer_parse, answer_samples, is_answer_upload
 from inspector.services.errors import ServiceError
 from inspector.services.terminal_tasksets import is_terminal_upload, terminal_parse
 
@@ -78,15 +79,19 @@ def taskset_import(
             tasks_input = tasks_file
         else:
             answer = is_answer_upload(tasks_file)
+    # Sample rows, a list read whole, or (answer-graded sets) batches streamed while storing.
+    sample_batches: Iterable[list[dict]] = ()
     if answer:
         assert tasks_file is not None
-        answer_set = answer_parse(
-            tasks_file=tasks_file,
-            tasks_name=tasks_name,
-            samples_file=samples_file,
-            samples_name=samples_name,
-        )
-        task_rows, sample_rows = answer_set.tasks, answer_set.samples
+        task_rows = answer_parse(tasks_file=tasks_file, tasks_name=tasks_name).tasks
+        sample_rows = []
+        if samples_file is not None:
+            sample_batches = answer_samples(
+                samples_file,
+                samples_name=samples_name,
+                task_ids={t["task_id"] for t in task_rows},
+                tasks_name=tasks_name,
+            )
     elif tasks_input is not None:
         from inspector.formats.archive import ArchiveError
 
@@ -161,20 +166,26 @@ def taskset_import(
             batch_size=500,
         )
         pk_of = {t.task_id: t.pk for t in tasks}
-        Sample.objects.bulk_create(
-            [
-                Sample(
-                    task_id=pk_of[s["task_id"]],
-                    sample_id=s["sample_id"],
-                    position=i,
-                    completion=s["completion"],
-                    model=s.get("model", ""),
-                    answer=s.get("answer", ""),
-                )
-                for i, s in enumerate(sample_rows)
-            ],
-            batch_size=500,
-        )
+        stored = 0
+        for batch in [sample_rows] if sample_rows else sample_batches:
+            Sample.objects.bulk_create(
+                [
+                    Sample(
+                        task_id=pk_of[s["task_id"]],
+                        sample_id=s["sample_id"],
+                        position=stored + i,
+                        completion=s["completion"],
+                        model=s.get("model", ""),
+                        answer=s.get("answer", ""),
+                    )
+                    for i, s in enumerate(batch)
+                ],
+                batch_size=500,
+            )
+            stored += len(batch)
+        if stored != version.sample_count:
+            version.sample_count = stored
+            version.save(update_fields=("sample_count",))
         _carry_review_over(version, tasks, by=by)
     logger.info(
         "imported task set %s v%s: %s tasks, %s samples",
