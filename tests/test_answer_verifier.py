@@ -123,6 +123,24 @@ def test_units_and_currency_around_a_number_are_stripped(sandbox):
     assert {v.canonical for v in got.values()} == {"18", "50"}
 
 
+def test_words_that_hedge_a_number_make_it_wrong(sandbox):
+    got = verify(
+        sandbox,
+        item("or more", "#### 18 or more", "18"),
+        item("not", r"\boxed{\text{not } 18}", "18"),
+        item("sentence", "The answer is: There are 18 apples.", "18"),
+    )
+    for key, verdict in got.items():
+        assert verdict.status == "ok" and not verdict.correct, (key, verdict)
+
+
+def test_an_answer_on_the_line_after_the_answer_is_is_taken(sandbox):
+    got = verify(
+        sandbox, item("next line", "Therefore, the answer (arabic numerals) is:\n\n25", "25")
+    )
+    assert got["next line"].correct and got["next line"].extracted == "25"
+
+
 # --- What earns nothing ------------------------------------------------------------------------
 
 
@@ -268,7 +286,50 @@ def test_a_batch_of_2000_items_finishes_and_keeps_its_order(sandbox):
     assert elapsed < 30, elapsed
 
 
-# --- When the sandbox dies ---------------------------------------------------------------------
+# --- When an answer or the sandbox dies --------------------------------------------------------
+
+# Put into the program before its call of main(): answers that do what no text can make the real
+# verifier do (yet), to show what the parent does when a child ignores its alarms, crashes, or
+# runs out of memory.
+MISCHIEF = """
+_real_verdict = verdict
+
+
+def verdict(item, rule, symbolic, labels):
+    if item["t"] == "deaf":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF})
+        time.sleep(60)
+    if item["t"] == "crash":
+        os.abort()
+    if item["t"] == "greedy":
+        hoard = bytearray(1 << 40)
+    return _real_verdict(item, rule, symbolic, labels)
+
+"""
+
+
+class WithMischief:
+    def __init__(self, real) -> None:
+        self.real, self.name = real, real.name
+
+    def run_verifier(self, program: str, *, limits: Limits):
+        head, call = program.rsplit("\nmain(", 1)
+        return self.real.run_verifier(f"{head}\n{MISCHIEF}\nmain({call}", limits=limits)
+
+
+def test_an_answer_that_ignores_its_alarms_or_crashes_costs_that_item_only(sandbox):
+    texts = ["#### 1", "deaf", "#### 2", "crash", "#### 3", "greedy", "#### 4"]
+    items = [item(f"{n}", text, text.removeprefix("#### ")) for n, text in enumerate(texts)]
+    started = time.monotonic()
+    verdicts = verify_answers(WithMischief(sandbox), items, per_answer_seconds=1.0, limits=LIMITS)
+    elapsed = time.monotonic() - started
+    by_text = dict(zip(texts, verdicts, strict=True))
+    assert by_text["deaf"].status == "timeout" and "killed" in by_text["deaf"].detail
+    assert 1.9 < by_text["deaf"].seconds < 3
+    assert by_text["crash"].status == "error" and "ended" in by_text["crash"].detail
+    assert by_text["greedy"].status == "error" and "memory" in by_text["greedy"].detail
+    assert all(by_text[f"#### {n}"].correct for n in range(1, 5))
+    assert elapsed < 10, elapsed  # one sandbox: a fork per bad item, not a start
 
 
 class DiesAfter:

@@ -41,7 +41,7 @@ STATUSES = ("ok", "no_answer", "timeout", "error", "sandbox_error")
 MAX_TEXT_CHARS = 8_000_000  # a longer response is not sent: status "error"
 CHUNK_BYTES = 16 << 20  # texts per sandbox start (the program carries them)
 RESTARTS = 3  # fresh sandboxes per call after one died mid-batch
-LINE_BYTES = 4096  # the most one verdict line takes on stdout (fields are clipped in the sandbox)
+LINE_BYTES = 16384  # the most one verdict line takes on stdout (2,300 characters, JSON-escaped)
 
 
 @dataclass(frozen=True)

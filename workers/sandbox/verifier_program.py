@@ -120,6 +120,10 @@ def after_answer_is(text: str) -> str | None:
     if last is None:
         return None
     rest = text[last.end() : last.end() + MAX_ANSWER_IS]
+    if not rest.split("\n", 1)[0].strip():
+        # "The answer is:" with the answer on a line of its own (a display's "$$" skipped).
+        lines = [line.strip() for line in rest.split("\n")[1:]]
+        rest = next((line for line in lines if line and line not in ("$$", "\\[", "\\]")), "")
     end = _SENTENCE_END.search(rest)
     return (rest[: end.start()] if end else rest).strip()
 
@@ -211,6 +215,11 @@ _LATEX_FRAC = re.compile(r"^(-?)\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}$"
 _PLAIN_FRAC = re.compile(r"^(-?\d+)\s*/\s*(-?\d+)$")
 _CURRENCY = re.compile(r"\\\$|\$|\\%|%|\\euro|€|£|¥|\^\s*\{?\s*\\circ\s*\}?|°|\\degree")
 _UNIT_WORDS = re.compile(r"^[A-Za-z][A-Za-z .'/-]*$")
+# Words after a number that make it something else than that number ("18 or more").
+_HEDGES = re.compile(
+    r"(?i)\b(?:or|and|not|no|than|more|less|fewer|least|most|about|around|approximately|plus"
+    r"|minus|to|between|nor|either)\b"
+)
 _SEPARATED = re.compile(r"\d\s*(?:,|;|\bor\b|\band\b)\s*-?\.?\d|\d\s+-?\d")
 
 
@@ -246,7 +255,7 @@ def read_number(answer: str) -> Fraction | None:
         return None
     token = tokens[0]
     rest = (s[: token.start()] + " " + s[token.end() :]).strip()
-    if rest and not _UNIT_WORDS.match(rest):
+    if rest and (not _UNIT_WORDS.match(rest) or _HEDGES.search(rest)):
         return None
     if rest and s[: token.start()].strip():
         return None  # words before the number: not a plain number
@@ -262,6 +271,8 @@ def read_number(answer: str) -> Fraction | None:
 
 
 def number_canonical(value: Fraction) -> str:
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > 10_000:
+        return ""  # past 3,000 digits: no string worth grouping by (and str() would refuse)
     if value.denominator == 1:
         return str(value.numerator)
     q = value.denominator
@@ -519,13 +530,11 @@ class Reader:
             raise Candidates(s)
         if self.type == "number":
             value = read_number(s)
-            if value is None and self.symbolic is not None:
-                parsed = self.symbolic.parse(s)
-                value = _as_fraction(parsed[0])
-                if value is None:
-                    return False, self.symbolic.canonical(parsed), "not a number"
+            # Words ("There are 20 books") are not a number: no parser makes them one.
+            if value is None and self.symbolic is not None and not _WORDS.search(s):
+                value = _as_fraction(self.symbolic.parse(s)[0])
             if value is None:
-                return False, "", "not a number"
+                return False, text_canonical(s)[:MAX_FIELD], "not a number"
             return numbers_equal(value, self.value), number_canonical(value), ""
         assert self.symbolic is not None
         try:
@@ -535,6 +544,9 @@ class Reader:
         parsed = self.symbolic.parse(s)
         canon = number_canonical(value) if value is not None else self.symbolic.canonical(parsed)
         return self.symbolic.equal(self.value, parsed), canon, ""
+
+
+_WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")  # a word, not a LaTeX command
 
 
 def _as_fraction(value) -> Fraction | None:
