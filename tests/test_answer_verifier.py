@@ -166,10 +166,11 @@ def test_a_list_of_candidates_is_not_correct_unless_the_label_is_a_list(sandbox)
         sandbox,
         item("list", r"\boxed{1, 2 or 3}", "2"),
         item("or", "#### 2 or 3", "2"),
+        item("last numbers", "It is either 3 or 2", "2"),
         item("plus minus", r"\boxed{\pm 2}", "2"),
         item("list label", r"\boxed{3, 1, 2}", "1, 2, 3"),
     )
-    for key in ("list", "or", "plus minus"):
+    for key in ("list", "or", "last numbers", "plus minus"):
         assert got[key].status == "ok" and not got[key].correct, got[key]
     assert "candidates" in got["list"].detail
     assert got["list label"].correct

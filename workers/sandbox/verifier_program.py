@@ -133,6 +133,9 @@ _NUMBER = re.compile(
 )
 
 
+_CHAIN = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?\s*(?:,|;|\bor\b|\band\b|\bnor\b)\s*$")
+
+
 def last_number(text: str) -> str | None:
     """The last number of the text, looked for in a window from the end that grows until a
     number that does not touch the window's edge is found (a 5 MB text is not scanned whole)."""
@@ -143,8 +146,15 @@ def last_number(text: str) -> str | None:
         last = None
         for m in _NUMBER.finditer(window):
             last = m
-        if last is not None and (start == 0 or last.start() > 64):
-            return last.group(0)
+        if last is not None and (start == 0 or last.start() > 128):
+            # "17 or 18" ends with 18, but it is a list of candidates (read_number says so).
+            begin = last.start()
+            while True:
+                chain = _CHAIN.search(window, max(0, begin - 64), begin)
+                if chain is None:
+                    break
+                begin = chain.start()
+            return window[begin : last.end()]
         if start == 0:
             return None
         size *= 8
