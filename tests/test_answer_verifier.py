@@ -176,6 +176,16 @@ def test_a_list_of_candidates_is_not_correct_unless_the_label_is_a_list(sandbox)
     assert got["list label"].correct
 
 
+def test_odd_characters_in_a_response_cost_nothing_to_the_rest_of_the_batch(sandbox):
+    got = verify(
+        sandbox,
+        item("lone surrogate", "\ud800 so #### 18", "18"),
+        item("nul", "\x00\x00 #### 18", "18"),
+        item("fine", "#### 18", "18"),
+    )
+    assert all(v.status == "ok" and v.correct for v in got.values()), got
+
+
 def test_a_response_with_nothing_to_extract_is_no_answer(sandbox):
     got = verify(sandbox, item("words", "I do not know.", "18"))
     assert got["words"].status == "no_answer" and not got["words"].correct

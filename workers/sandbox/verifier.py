@@ -14,6 +14,9 @@ on gets "timeout" or "error" and the items after it are tried again in a fresh s
 RESTARTS times per call; past that, and for items no sandbox could even start for, the status
 is "sandbox_error". A batch is cut into several sandboxes only when its texts pass CHUNK_BYTES.
 
+`rule` applies to every item but those with `bare=True`, whose text is the answer already
+extracted (compared strictly, whatever the rule: `lenient` reads whole responses only).
+
 Limits: `limits.memory_bytes`, `max_processes` and `file_bytes` hold for the sandbox as given;
 `limits.wall_seconds` is the allowance for the sandbox's start and imports, to which each item
 adds its hard limit (per_answer_seconds + 1); the output limits are sized for the batch.

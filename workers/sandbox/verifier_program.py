@@ -699,7 +699,8 @@ def emit(record: dict) -> None:
 
 def main(payload: str) -> None:
     began = time.monotonic()
-    batch = json.loads(base64.b64decode(payload))
+    # surrogatepass: a text holding a lone surrogate (JSON allows "\ud800") is kept as it came.
+    batch = json.loads(base64.b64decode(payload).decode("utf-8", "surrogatepass"))
     items, rule, seconds = batch["items"], batch["rule"], float(batch["seconds"])
     hard = seconds + 1.0
     sys.setrecursionlimit(3000)
