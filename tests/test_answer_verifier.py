@@ -277,6 +277,22 @@ def test_a_5_mb_response_is_verified_within_the_time_limit(sandbox):
         assert verdict.seconds < 2.0
 
 
+def test_5_mb_responses_shaped_to_slow_the_scanners_get_their_verdict_in_time(sandbox):
+    n = 5_000_000
+    shapes = {
+        "digits": "1" * n,
+        "thousands": "1" + ",111" * (n // 4) + "x",
+        "unclosed boxes": "\\boxed{" * (n // 7),
+        "brace flood": "\\boxed{" + "{" * n,
+        "answer phrases": "the answer is " * (n // 14),
+        "dollars": "$" * n,
+    }
+    got = verify(sandbox, *(item(key, text, "18") for key, text in shapes.items()))
+    for key, verdict in got.items():
+        assert verdict.status in ("ok", "no_answer") and not verdict.correct, (key, verdict)
+        assert verdict.seconds < 1.5, (key, verdict)
+
+
 def test_a_response_over_the_size_cap_is_an_error_and_not_sent(sandbox):
     got = verify(sandbox, item("huge", "x" * 8_000_001, "18"), item("fine", "#### 18", "18"))
     assert got["huge"].status == "error" and "longer than" in got["huge"].detail

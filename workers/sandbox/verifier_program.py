@@ -47,6 +47,7 @@ _BIG_EXPONENT = re.compile(r"\d{%d,}" % (MAX_EXPONENT_DIGITS + 1))  # noqa: UP03
 _BIG_FACTORIAL = re.compile(r"\d{%d,}\s*!" % (MAX_FACTORIAL_DIGITS + 1))  # noqa: UP031
 _BIG_BINOMIAL = re.compile(r"\\(?:binom|choose)\s*\{?\s*\d{%d,}" % (MAX_FACTORIAL_DIGITS + 1))  # noqa: UP031
 MAX_ANSWER_IS = 300  # characters taken after "the answer is"
+MAX_ANSWER = 10_000  # a longer extracted answer is no final answer (and is not read further)
 TOLERANCE = Fraction(1, 10**6)  # relative, for numbers
 RULES = ("auto", "boxed", "gsm8k", "answer_is", "last_number", "lenient")
 TYPES = ("number", "expression", "choice", "text")
@@ -67,34 +68,36 @@ class LabelError(Exception):
 # --- Extraction --------------------------------------------------------------------------------
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE = re.compile(r"\\.|[{}]", re.DOTALL)
+MAX_BOX_SPAN = 20_000  # a box still open this far after it began is not an answer
 
 
 def boxed_contents(text: str) -> list[str]:
     """The content of every outermost \\boxed{...} / \\fbox{...} with balanced braces (\\{ and \\}
-    are literal braces, not groups); a box that never closes is not an answer."""
+    are literal braces, not groups). A box that does not close within MAX_BOX_SPAN characters is
+    not an answer, and neither is anything inside that span (it is inside the open box)."""
     found: list[str] = []
-    pos, n = 0, len(text)
-    while len(found) <= MAX_BOXES:
+    pos = opened = 0
+    while opened <= MAX_BOXES:
         m = _BOX.search(text, pos)
         if m is None:
             break
-        i, depth = m.end(), 1
-        while i < n:
-            c = text[i]
-            if c == "\\":
-                i += 2
-                continue
+        opened += 1
+        depth, end = 1, -1
+        for token in _BRACE.finditer(text, m.end(), m.end() + MAX_BOX_SPAN):
+            c = token.group(0)
             if c == "{":
                 depth += 1
             elif c == "}":
                 depth -= 1
                 if depth == 0:
+                    end = token.start()
                     break
-            i += 1
-        if depth:
-            break  # unclosed: nothing after it can close either
-        found.append(text[m.end() : i])
-        pos = i + 1  # boxes inside this one are part of its content
+        if end < 0:
+            pos = m.end() + MAX_BOX_SPAN
+            continue
+        found.append(text[m.end() : end])
+        pos = end + 1  # boxes inside this one are part of its content
     return found
 
 
@@ -136,17 +139,21 @@ _NUMBER = re.compile(
 _CHAIN = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?\s*(?:,|;|\bor\b|\band\b|\bnor\b)\s*$")
 
 
+MAX_NUMBER_SCAN = 1_000_000  # characters from the end looked at for the last number
+
+
 def last_number(text: str) -> str | None:
     """The last number of the text, looked for in a window from the end that grows until a
-    number that does not touch the window's edge is found (a 5 MB text is not scanned whole)."""
+    number that does not touch the window's edge is found, up to MAX_NUMBER_SCAN characters."""
     size = 4096
+    floor = max(0, len(text) - MAX_NUMBER_SCAN)
     while True:
-        start = max(0, len(text) - size)
+        start = max(floor, len(text) - size)
         window = text[start:]
         last = None
         for m in _NUMBER.finditer(window):
             last = m
-        if last is not None and (start == 0 or last.start() > 128):
+        if last is not None and (start == floor or last.start() > 128):
             # "17 or 18" ends with 18, but it is a list of candidates (read_number says so).
             begin = last.start()
             while True:
@@ -155,7 +162,7 @@ def last_number(text: str) -> str | None:
                     break
                 begin = chain.start()
             return window[begin : last.end()]
-        if start == 0:
+        if start == floor:
             return None
         size *= 8
 
@@ -461,6 +468,9 @@ def infer_type(label: str) -> str:
     return "text"
 
 
+_THOUSANDS = re.compile(r"\d{3}(?!\d)")
+
+
 def _list_like(s: str) -> bool:
     depth = 0
     for k, c in enumerate(s):
@@ -469,7 +479,7 @@ def _list_like(s: str) -> bool:
         elif c in "})]":
             depth -= 1
         elif c in ",;" and depth <= 0:
-            if c == "," and re.match(r"\d{3}(?!\d)", s[k + 1 :]) and k and s[k - 1].isdigit():
+            if c == "," and k and s[k - 1].isdigit() and _THOUSANDS.match(s, k + 1):
                 continue  # a thousands separator
             return True
     return bool(re.search(r"\bor\b|\band\b|\\pm|\\mp|±|\\lor|\\cup|\\\{", s))
@@ -597,6 +607,9 @@ def verdict(item: dict, rule: str, symbolic: Symbolic, labels: dict) -> dict:
     if not unwrap(answer):
         return {"s": "no_answer", "e": "", "d": "empty box" if how == "boxed" else "empty answer"}
     out = {"s": "ok", "e": _clip(answer), "d": "" if rule == how else f"found by the {how} rule"}
+    if len(answer) > MAX_ANSWER:
+        out.update(ok=False, c="", d=f"an answer of {len(answer):,} characters is no final answer")
+        return out
     try:
         if len(boxes) > 1:
             canons = set()
