@@ -123,6 +123,24 @@ def test_units_and_currency_around_a_number_are_stripped(sandbox):
     assert {v.canonical for v in got.values()} == {"18", "50"}
 
 
+def test_words_that_hedge_a_number_make_it_wrong(sandbox):
+    got = verify(
+        sandbox,
+        item("or more", "#### 18 or more", "18"),
+        item("not", r"\boxed{\text{not } 18}", "18"),
+        item("sentence", "The answer is: There are 18 apples.", "18"),
+    )
+    for key, verdict in got.items():
+        assert verdict.status == "ok" and not verdict.correct, (key, verdict)
+
+
+def test_an_answer_on_the_line_after_the_answer_is_is_taken(sandbox):
+    got = verify(
+        sandbox, item("next line", "Therefore, the answer (arabic numerals) is:\n\n25", "25")
+    )
+    assert got["next line"].correct and got["next line"].extracted == "25"
+
+
 # --- What earns nothing ------------------------------------------------------------------------
 
 
@@ -148,13 +166,24 @@ def test_a_list_of_candidates_is_not_correct_unless_the_label_is_a_list(sandbox)
         sandbox,
         item("list", r"\boxed{1, 2 or 3}", "2"),
         item("or", "#### 2 or 3", "2"),
+        item("last numbers", "It is either 3 or 2", "2"),
         item("plus minus", r"\boxed{\pm 2}", "2"),
         item("list label", r"\boxed{3, 1, 2}", "1, 2, 3"),
     )
-    for key in ("list", "or", "plus minus"):
+    for key in ("list", "or", "last numbers", "plus minus"):
         assert got[key].status == "ok" and not got[key].correct, got[key]
     assert "candidates" in got["list"].detail
     assert got["list label"].correct
+
+
+def test_odd_characters_in_a_response_cost_nothing_to_the_rest_of_the_batch(sandbox):
+    got = verify(
+        sandbox,
+        item("lone surrogate", "\ud800 so #### 18", "18"),
+        item("nul", "\x00\x00 #### 18", "18"),
+        item("fine", "#### 18", "18"),
+    )
+    assert all(v.status == "ok" and v.correct for v in got.values()), got
 
 
 def test_a_response_with_nothing_to_extract_is_no_answer(sandbox):
@@ -248,6 +277,22 @@ def test_a_5_mb_response_is_verified_within_the_time_limit(sandbox):
         assert verdict.seconds < 2.0
 
 
+def test_5_mb_responses_shaped_to_slow_the_scanners_get_their_verdict_in_time(sandbox):
+    n = 5_000_000
+    shapes = {
+        "digits": "1" * n,
+        "thousands": "1" + ",111" * (n // 4) + "x",
+        "unclosed boxes": "\\boxed{" * (n // 7),
+        "brace flood": "\\boxed{" + "{" * n,
+        "answer phrases": "the answer is " * (n // 14),
+        "dollars": "$" * n,
+    }
+    got = verify(sandbox, *(item(key, text, "18") for key, text in shapes.items()))
+    for key, verdict in got.items():
+        assert verdict.status in ("ok", "no_answer") and not verdict.correct, (key, verdict)
+        assert verdict.seconds < 1.5, (key, verdict)
+
+
 def test_a_response_over_the_size_cap_is_an_error_and_not_sent(sandbox):
     got = verify(sandbox, item("huge", "x" * 8_000_001, "18"), item("fine", "#### 18", "18"))
     assert got["huge"].status == "error" and "longer than" in got["huge"].detail
@@ -268,7 +313,50 @@ def test_a_batch_of_2000_items_finishes_and_keeps_its_order(sandbox):
     assert elapsed < 30, elapsed
 
 
-# --- When the sandbox dies ---------------------------------------------------------------------
+# --- When an answer or the sandbox dies --------------------------------------------------------
+
+# Put into the program before its call of main(): answers that do what no text can make the real
+# verifier do (yet), to show what the parent does when a child ignores its alarms, crashes, or
+# runs out of memory.
+MISCHIEF = """
+_real_verdict = verdict
+
+
+def verdict(item, rule, symbolic, labels):
+    if item["t"] == "deaf":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF})
+        time.sleep(60)
+    if item["t"] == "crash":
+        os.abort()
+    if item["t"] == "greedy":
+        hoard = bytearray(1 << 40)
+    return _real_verdict(item, rule, symbolic, labels)
+
+"""
+
+
+class WithMischief:
+    def __init__(self, real) -> None:
+        self.real, self.name = real, real.name
+
+    def run_verifier(self, program: str, *, limits: Limits):
+        head, call = program.rsplit("\nmain(", 1)
+        return self.real.run_verifier(f"{head}\n{MISCHIEF}\nmain({call}", limits=limits)
+
+
+def test_an_answer_that_ignores_its_alarms_or_crashes_costs_that_item_only(sandbox):
+    texts = ["#### 1", "deaf", "#### 2", "crash", "#### 3", "greedy", "#### 4"]
+    items = [item(f"{n}", text, text.removeprefix("#### ")) for n, text in enumerate(texts)]
+    started = time.monotonic()
+    verdicts = verify_answers(WithMischief(sandbox), items, per_answer_seconds=1.0, limits=LIMITS)
+    elapsed = time.monotonic() - started
+    by_text = dict(zip(texts, verdicts, strict=True))
+    assert by_text["deaf"].status == "timeout" and "killed" in by_text["deaf"].detail
+    assert 1.9 < by_text["deaf"].seconds < 3
+    assert by_text["crash"].status == "error" and "ended" in by_text["crash"].detail
+    assert by_text["greedy"].status == "error" and "memory" in by_text["greedy"].detail
+    assert all(by_text[f"#### {n}"].correct for n in range(1, 5))
+    assert elapsed < 10, elapsed  # one sandbox: a fork per bad item, not a start
 
 
 class DiesAfter:

@@ -14,6 +14,9 @@ on gets "timeout" or "error" and the items after it are tried again in a fresh s
 RESTARTS times per call; past that, and for items no sandbox could even start for, the status
 is "sandbox_error". A batch is cut into several sandboxes only when its texts pass CHUNK_BYTES.
 
+`rule` applies to every item but those with `bare=True`, whose text is the answer already
+extracted (compared strictly, whatever the rule: `lenient` reads whole responses only).
+
 Limits: `limits.memory_bytes`, `max_processes` and `file_bytes` hold for the sandbox as given;
 `limits.wall_seconds` is the allowance for the sandbox's start and imports, to which each item
 adds its hard limit (per_answer_seconds + 1); the output limits are sized for the batch.
@@ -41,7 +44,7 @@ STATUSES = ("ok", "no_answer", "timeout", "error", "sandbox_error")
 MAX_TEXT_CHARS = 8_000_000  # a longer response is not sent: status "error"
 CHUNK_BYTES = 16 << 20  # texts per sandbox start (the program carries them)
 RESTARTS = 3  # fresh sandboxes per call after one died mid-batch
-LINE_BYTES = 4096  # the most one verdict line takes on stdout (fields are clipped in the sandbox)
+LINE_BYTES = 16384  # the most one verdict line takes on stdout (2,300 characters, JSON-escaped)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ _BIG_EXPONENT = re.compile(r"\d{%d,}" % (MAX_EXPONENT_DIGITS + 1))  # noqa: UP03
 _BIG_FACTORIAL = re.compile(r"\d{%d,}\s*!" % (MAX_FACTORIAL_DIGITS + 1))  # noqa: UP031
 _BIG_BINOMIAL = re.compile(r"\\(?:binom|choose)\s*\{?\s*\d{%d,}" % (MAX_FACTORIAL_DIGITS + 1))  # noqa: UP031
 MAX_ANSWER_IS = 300  # characters taken after "the answer is"
+MAX_ANSWER = 10_000  # a longer extracted answer is no final answer (and is not read further)
 TOLERANCE = Fraction(1, 10**6)  # relative, for numbers
 RULES = ("auto", "boxed", "gsm8k", "answer_is", "last_number", "lenient")
 TYPES = ("number", "expression", "choice", "text")
@@ -67,34 +68,36 @@ class LabelError(Exception):
 # --- Extraction --------------------------------------------------------------------------------
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE = re.compile(r"\\.|[{}]", re.DOTALL)
+MAX_BOX_SPAN = 20_000  # a box still open this far after it began is not an answer
 
 
 def boxed_contents(text: str) -> list[str]:
     """The content of every outermost \\boxed{...} / \\fbox{...} with balanced braces (\\{ and \\}
-    are literal braces, not groups); a box that never closes is not an answer."""
+    are literal braces, not groups). A box that does not close within MAX_BOX_SPAN characters is
+    not an answer, and neither is anything inside that span (it is inside the open box)."""
     found: list[str] = []
-    pos, n = 0, len(text)
-    while len(found) <= MAX_BOXES:
+    pos = opened = 0
+    while opened <= MAX_BOXES:
         m = _BOX.search(text, pos)
         if m is None:
             break
-        i, depth = m.end(), 1
-        while i < n:
-            c = text[i]
-            if c == "\\":
-                i += 2
-                continue
+        opened += 1
+        depth, end = 1, -1
+        for token in _BRACE.finditer(text, m.end(), m.end() + MAX_BOX_SPAN):
+            c = token.group(0)
             if c == "{":
                 depth += 1
             elif c == "}":
                 depth -= 1
                 if depth == 0:
+                    end = token.start()
                     break
-            i += 1
-        if depth:
-            break  # unclosed: nothing after it can close either
-        found.append(text[m.end() : i])
-        pos = i + 1  # boxes inside this one are part of its content
+        if end < 0:
+            pos = m.end() + MAX_BOX_SPAN
+            continue
+        found.append(text[m.end() : end])
+        pos = end + 1  # boxes inside this one are part of its content
     return found
 
 
@@ -120,6 +123,10 @@ def after_answer_is(text: str) -> str | None:
     if last is None:
         return None
     rest = text[last.end() : last.end() + MAX_ANSWER_IS]
+    if not rest.split("\n", 1)[0].strip():
+        # "The answer is:" with the answer on a line of its own (a display's "$$" skipped).
+        lines = [line.strip() for line in rest.split("\n")[1:]]
+        rest = next((line for line in lines if line and line not in ("$$", "\\[", "\\]")), "")
     end = _SENTENCE_END.search(rest)
     return (rest[: end.start()] if end else rest).strip()
 
@@ -129,19 +136,33 @@ _NUMBER = re.compile(
 )
 
 
+_CHAIN = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?\s*(?:,|;|\bor\b|\band\b|\bnor\b)\s*$")
+
+
+MAX_NUMBER_SCAN = 1_000_000  # characters from the end looked at for the last number
+
+
 def last_number(text: str) -> str | None:
     """The last number of the text, looked for in a window from the end that grows until a
-    number that does not touch the window's edge is found (a 5 MB text is not scanned whole)."""
+    number that does not touch the window's edge is found, up to MAX_NUMBER_SCAN characters."""
     size = 4096
+    floor = max(0, len(text) - MAX_NUMBER_SCAN)
     while True:
-        start = max(0, len(text) - size)
+        start = max(floor, len(text) - size)
         window = text[start:]
         last = None
         for m in _NUMBER.finditer(window):
             last = m
-        if last is not None and (start == 0 or last.start() > 64):
-            return last.group(0)
-        if start == 0:
+        if last is not None and (start == floor or last.start() > 128):
+            # "17 or 18" ends with 18, but it is a list of candidates (read_number says so).
+            begin = last.start()
+            while True:
+                chain = _CHAIN.search(window, max(0, begin - 64), begin)
+                if chain is None:
+                    break
+                begin = chain.start()
+            return window[begin : last.end()]
+        if start == floor:
             return None
         size *= 8
 
@@ -211,6 +232,11 @@ _LATEX_FRAC = re.compile(r"^(-?)\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}$"
 _PLAIN_FRAC = re.compile(r"^(-?\d+)\s*/\s*(-?\d+)$")
 _CURRENCY = re.compile(r"\\\$|\$|\\%|%|\\euro|€|£|¥|\^\s*\{?\s*\\circ\s*\}?|°|\\degree")
 _UNIT_WORDS = re.compile(r"^[A-Za-z][A-Za-z .'/-]*$")
+# Words after a number that make it something else than that number ("18 or more").
+_HEDGES = re.compile(
+    r"(?i)\b(?:or|and|not|no|than|more|less|fewer|least|most|about|around|approximately|plus"
+    r"|minus|to|between|nor|either)\b"
+)
 _SEPARATED = re.compile(r"\d\s*(?:,|;|\bor\b|\band\b)\s*-?\.?\d|\d\s+-?\d")
 
 
@@ -246,7 +272,7 @@ def read_number(answer: str) -> Fraction | None:
         return None
     token = tokens[0]
     rest = (s[: token.start()] + " " + s[token.end() :]).strip()
-    if rest and not _UNIT_WORDS.match(rest):
+    if rest and (not _UNIT_WORDS.match(rest) or _HEDGES.search(rest)):
         return None
     if rest and s[: token.start()].strip():
         return None  # words before the number: not a plain number
@@ -262,6 +288,8 @@ def read_number(answer: str) -> Fraction | None:
 
 
 def number_canonical(value: Fraction) -> str:
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > 10_000:
+        return ""  # past 3,000 digits: no string worth grouping by (and str() would refuse)
     if value.denominator == 1:
         return str(value.numerator)
     q = value.denominator
@@ -440,6 +468,9 @@ def infer_type(label: str) -> str:
     return "text"
 
 
+_THOUSANDS = re.compile(r"\d{3}(?!\d)")
+
+
 def _list_like(s: str) -> bool:
     depth = 0
     for k, c in enumerate(s):
@@ -448,7 +479,7 @@ def _list_like(s: str) -> bool:
         elif c in "})]":
             depth -= 1
         elif c in ",;" and depth <= 0:
-            if c == "," and re.match(r"\d{3}(?!\d)", s[k + 1 :]) and k and s[k - 1].isdigit():
+            if c == "," and k and s[k - 1].isdigit() and _THOUSANDS.match(s, k + 1):
                 continue  # a thousands separator
             return True
     return bool(re.search(r"\bor\b|\band\b|\\pm|\\mp|±|\\lor|\\cup|\\\{", s))
@@ -519,13 +550,11 @@ class Reader:
             raise Candidates(s)
         if self.type == "number":
             value = read_number(s)
-            if value is None and self.symbolic is not None:
-                parsed = self.symbolic.parse(s)
-                value = _as_fraction(parsed[0])
-                if value is None:
-                    return False, self.symbolic.canonical(parsed), "not a number"
+            # Words ("There are 20 books") are not a number: no parser makes them one.
+            if value is None and self.symbolic is not None and not _WORDS.search(s):
+                value = _as_fraction(self.symbolic.parse(s)[0])
             if value is None:
-                return False, "", "not a number"
+                return False, text_canonical(s)[:MAX_FIELD], "not a number"
             return numbers_equal(value, self.value), number_canonical(value), ""
         assert self.symbolic is not None
         try:
@@ -535,6 +564,9 @@ class Reader:
         parsed = self.symbolic.parse(s)
         canon = number_canonical(value) if value is not None else self.symbolic.canonical(parsed)
         return self.symbolic.equal(self.value, parsed), canon, ""
+
+
+_WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")  # a word, not a LaTeX command
 
 
 def _as_fraction(value) -> Fraction | None:
@@ -575,6 +607,9 @@ def verdict(item: dict, rule: str, symbolic: Symbolic, labels: dict) -> dict:
     if not unwrap(answer):
         return {"s": "no_answer", "e": "", "d": "empty box" if how == "boxed" else "empty answer"}
     out = {"s": "ok", "e": _clip(answer), "d": "" if rule == how else f"found by the {how} rule"}
+    if len(answer) > MAX_ANSWER:
+        out.update(ok=False, c="", d=f"an answer of {len(answer):,} characters is no final answer")
+        return out
     try:
         if len(boxes) > 1:
             canons = set()
@@ -677,7 +712,8 @@ def emit(record: dict) -> None:
 
 def main(payload: str) -> None:
     began = time.monotonic()
-    batch = json.loads(base64.b64decode(payload))
+    # surrogatepass: a text holding a lone surrogate (JSON allows "\ud800") is kept as it came.
+    batch = json.loads(base64.b64decode(payload).decode("utf-8", "surrogatepass"))
     items, rule, seconds = batch["items"], batch["rule"], float(batch["seconds"])
     hard = seconds + 1.0
     sys.setrecursionlimit(3000)
