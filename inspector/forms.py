@@ -49,6 +49,10 @@ class UploadForm(forms.Form):
             ("answer_is", "answer_is: after 'the answer is' / 'final answer:'"),
             ("last_number", "last_number: the last number in the response"),
             ("lenient", "lenient: math-verify's own defaults (any match counts)"),
+            (
+                "contains",
+                "contains: the label anywhere among the answers (loose; to see the probes)",
+            ),
             ("given", "given: each sample's own answer field where it has one, else auto"),
         ],
         initial="auto",

@@ -301,6 +301,7 @@ def document(server: str = "") -> dict:
                                                 "answer_is",
                                                 "last_number",
                                                 "lenient",
+                                                "contains",
                                                 "given",
                                             ],
                                         },

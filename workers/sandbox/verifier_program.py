@@ -49,7 +49,8 @@ _BIG_BINOMIAL = re.compile(r"\\(?:binom|choose)\s*\{?\s*\d{%d,}" % (MAX_FACTORIA
 MAX_ANSWER_IS = 300  # characters taken after "the answer is"
 MAX_ANSWER = 10_000  # a longer extracted answer is no final answer (and is not read further)
 TOLERANCE = Fraction(1, 10**6)  # relative, for numbers
-RULES = ("auto", "boxed", "gsm8k", "answer_is", "last_number", "lenient")
+RULES = ("auto", "boxed", "gsm8k", "answer_is", "last_number", "lenient", "contains")
+MAX_CONTAINS = 2000  # candidates the contains rule compares
 TYPES = ("number", "expression", "choice", "text")
 
 
@@ -598,6 +599,8 @@ def verdict(item: dict, rule: str, symbolic: Symbolic, labels: dict) -> dict:
         return {"s": "error", "d": reader}
     if rule == "lenient" and not item["b"]:
         return lenient(text, label, symbolic)
+    if rule == "contains" and not item["b"]:
+        return contains(text, reader)
     if item["b"]:
         answer, boxes, how = text, [], "bare"
     else:
@@ -634,6 +637,29 @@ def _canonical_of(reader: Reader, box: str) -> str:
         return reader.compare(box)[1] or unwrap(box)
     except (Candidates, Refused):
         return "\x00" + unwrap(box)
+
+
+def contains(text: str, reader: Reader) -> dict:
+    """A loose reward some pipelines use: the label anywhere among the response's answers (any
+    box, any number, the text after "the answer is"). Offered so that a user can see what the
+    probes do to such a verifier; never the default."""
+    candidates = [b for b in boxed_contents(text) if b.strip()]
+    found = after_answer_is(text)
+    if found is not None:
+        candidates.append(found)
+    candidates.extend(m.group(0) for m in _NUMBER.finditer(text[-MAX_NUMBER_SCAN:]))
+    if not candidates:
+        return {"s": "no_answer", "d": "no answer found by the contains rule"}
+    for candidate in candidates[:MAX_CONTAINS]:
+        try:
+            correct, canon, _ = reader.compare(candidate)
+        except (Candidates, Refused):
+            continue
+        if correct:
+            return {"s": "ok", "e": _clip(candidate), "c": _clip(canon), "ok": True,
+                    "d": "the label is among the response's answers"}  # fmt: skip
+    return {"s": "ok", "e": _clip(candidates[-1]), "c": "", "ok": False,
+            "d": "the label is not among the response's answers"}  # fmt: skip
 
 
 def lenient(text: str, label: str, symbolic: Symbolic) -> dict:

@@ -45,7 +45,7 @@ class Command(BaseCommand):
             "--answer-rule",
             default="",
             help="answer-graded questions: how the final answer is read from a response "
-            "(auto, boxed, gsm8k, answer_is, last_number, lenient; given: each sample's own "
+            "(auto, boxed, gsm8k, answer_is, last_number, lenient, contains; given: each sample's own "
             "answer field where it has one; the default auto)",
         )
 
