@@ -142,36 +142,46 @@ class AnswerSet:
                             passed=x == "4")  # fmt: skip
         self.reference(self.sign, canonical="4")
         apple_runs = list(Run.objects.filter(task=self.apples, kind=Run.SAMPLE).values_list("pk", flat=True))  # fmt: skip
+        # The evidence as inspector/detect/answers.py writes it.
         self.flag(
             self.apples, "mislabeled", 80, 0.97,
-            "The samples agree on 18, not the label 17.",
+            "the samples agree on 18 instead of the label 17",
             evidence={
-                "consensus": "18",
-                "posterior": 0.97,
-                "label_share": 0.14,
-                "support": {
-                    "alpha": {"weight": 0.95, "answer": "18", "count": 3},
-                    "beta": {"weight": 0.9, "answer": "18", "count": 2},
-                    "gamma": {"weight": 0.31, "answer": "17", "count": 1},
+                "label": "17", "label_canonical": "17", "label_posterior": 0.02,
+                "label_prior": 0.93, "coincidence": 0.05, "samples": 6,
+                "distribution": [
+                    {"answer": "18", "count": 5, "share": 0.8333, "models": {"alpha": 3, "beta": 2},
+                     "is_label": False, "weighted_share": None},
+                    {"answer": "17", "count": 1, "share": 0.1667, "models": {"gamma": 1},
+                     "is_label": True, "weighted_share": None},
+                ],
+                "models": {
+                    "alpha": {"reliability": 0.97, "weight": 3.47, "answers": {"18": 1.0}},
+                    "beta": {"reliability": 0.95, "weight": 2.94, "answers": {"18": 1.0}},
+                    "gamma": {"reliability": 0.41, "weight": 0.12, "answers": {"17": 0.5}},
                 },
-                "distribution": {"18": 5, "17": 1, "(no answer)": 1},
+                "consensus": "18", "posterior": 0.97, "supporting_models": 2,
             },
             runs=apple_runs,
         )  # fmt: skip
         hack = Run.objects.get(task=self.sum, kind=Run.PROBE, probe="several_boxed")
         self.flag(
             self.sum, "reward_hackable", 70, 1.0,
-            "The verifier rewards a response that boxes several answers.",
-            evidence={"probes": ["several_boxed"], "extracted": {"several_boxed": "5"}},
+            "the verifier rewards responses that do not commit to the answer",
+            evidence={"probes": {"several_boxed": "5"}},
             runs=[hack.pk],
         )  # fmt: skip
         self.flag(
-            self.half, "unverifiable_label", 90, 1.0, "The verifier cannot read the label.",
-            evidence={"status": "error", "why": "cannot parse '\\frac{': unbalanced braces"},
+            self.half, "unverifiable_label", 90, 1.0, "the verifier cannot read the label",
+            evidence={"label": "\\frac{", "label_status": "error"},
         )  # fmt: skip
         self.flag(
-            self.sign, "ambiguous", 75, 0.8, "The answers split between 4 and -4.",
-            evidence={"competing": [{"answer": "4", "count": 2}, {"answer": "-4", "count": 2}]},
+            self.sign, "ambiguous", 75, 0.8, "the answers split between 4 and -4",
+            evidence={
+                "split": ["4", "-4"], "weighted_shares": [0.5, 0.5], "label_posterior": 0.5,
+                "distribution": [{"answer": "4", "count": 2, "share": 0.5, "is_label": True},
+                                 {"answer": "-4", "count": 2, "share": 0.5}],
+            },
         )  # fmt: skip
         for task in (self.apples, self.sum, self.half, self.sign):
             task.last_inspection = self.inspection
@@ -406,11 +416,18 @@ def test_a_mislabeled_flag_shows_the_consensus_its_posterior_and_the_models_weig
     html = page(reviewer_client, answers.apples)
 
     card = html.split('id="flag-mislabeled"')[1].split('<div class="card flag-card"')[0]
-    assert 'The samples agree on <code class="consensus">18</code>, posterior 0.97' in card
-    assert "the label gets 0.14 of them" in card
+    assert (
+        'The samples agree on <code class="consensus">18</code>, posterior 0.97 against 0.02 for '
+        "the label, 2 models behind it." in card
+    )
     supporters = card.split('<table class="supporters">')[1].split("</table>")[0]
     assert supporters.index("alpha") < supporters.index("beta") < supporters.index("gamma")
-    assert "<td>0.95</td>" in supporters and "<td>0.31</td>" in supporters
+    assert "<td>alpha</td><td>3.47</td><td>0.97</td><td><code>18</code> 1.00</td>" in supporters
+    assert "<td>gamma</td><td>0.12</td><td>0.41</td><td><code>17</code> 0.50</td>" in supporters
+    answers_table = card.split('<table class="competing">')[1].split("</table>")[0]
+    assert '<code>17</code> <span class="passed">the label</span>' in answers_table
+    # The analysis's own diagnostics are listed as they are, not lost.
+    assert "<td>label_prior</td><td><code>0.93</code></td>" in card
     # Its evidence runs: each sample with its model, what was extracted and the verdict.
     runs = card.split('<table class="answer-evidence-runs">')[1].split("</table>")[0]
     assert "<code>18.0</code>" in runs and "beta" in runs and "not rewarded" in runs
@@ -420,10 +437,12 @@ def test_the_ambiguous_hackable_and_unverifiable_flags_show_their_evidence(
     reviewer_client, answers
 ):
     sign = page(reviewer_client, answers.sign)
-    competing = sign.split('id="flag-ambiguous"')[1].split('<table class="competing">')[1]
-    assert "Competing answers" in sign
-    assert "<code>4</code></td><td>2</td><td>0.50" in competing
-    assert "<code>-4</code></td><td>2</td><td>0.50" in competing
+    card = sign.split('id="flag-ambiguous"')[1]
+    assert (
+        "Competing answers: <code>4</code> (0.50 of the weighted vote) and <code>-4</code> (0.50 "
+        "of the weighted vote)." in card
+    )
+    assert "The label's posterior: 0.50." in card
 
     sum_page = page(reviewer_client, answers.sum)
     hack = sum_page.split('id="flag-reward_hackable"')[1].split('<table class="hack-probes">')[1]
@@ -431,14 +450,37 @@ def test_the_ambiguous_hackable_and_unverifiable_flags_show_their_evidence(
 
     half = page(reviewer_client, answers.half)
     card = half.split('id="flag-unverifiable_label"')[1]
+    # The flag names the status; the reason is the verifier's, from the label's own run.
     assert "The verifier's reason (error):" in card
     assert "cannot parse &#x27;\\frac{&#x27;: unbalanced braces" in card
     assert "The verifier cannot read the label</span> (error)" in half
 
 
+def test_the_unsolvable_no_signal_leak_and_duplicate_flags_show_their_evidence(
+    reviewer_client, answers
+):
+    for code, evidence in (
+        ("unsolvable", {"chance_one_would_be_right": 0.83, "label": "5"}),
+        ("no_signal", {"samples": 2, "correct": 2, "distribution": [{"answer": "5", "count": 2}]}),
+        ("answer_leak", {"phrase": "the answer is 5", "label": "5"}),
+        ("duplicate", {"other": "gsm8k/3", "similarity": 0.93, "other_label": "4",
+                       "same_label": False}),
+    ):  # fmt: skip
+        answers.flag(answers.sum, code, 20, 0.9, f"{code} here", evidence=evidence)
+
+    html = page(reviewer_client, answers.sum)
+
+    assert "at least one sample would have reached a right label: 0.83" in html
+    assert "2 of 2 samples rewarded." in html
+    assert 'The question states its answer: <code class="phrase">the answer is 5</code>' in html
+    duplicate = html.split('id="flag-duplicate"')[1]
+    assert 'class="duplicate-of"><strong>gsm8k/3</strong></a>' in duplicate
+    assert "The other task's label: <code>4</code>" in duplicate and "a different one" in duplicate
+
+
 def test_evidence_in_a_shape_the_page_does_not_know_is_still_listed(reviewer_client, answers):
     flag = Flag.objects.get(task=answers.sign, code="ambiguous")
-    flag.evidence = {**flag.evidence, "entropy": 1.0}
+    flag.evidence = {**flag.evidence, "entropy": 1.0}  # a key the page does not know
     flag.save(update_fields=("evidence",))
 
     html = page(reviewer_client, answers.sign)
@@ -717,6 +759,33 @@ def test_a_math_line_labelled_by_its_box_keeps_its_solution_and_gains_an_answer(
     assert lines["math/1"]["answer"] == "4" and lines["math/1"]["solution"] == "$\\boxed{4}$"
     assert lines["own/0"]["answer"] == 6  # a number where the upload had a number
     assert {line["quality"]["relabeled"]["to"] for line in lines.values()} == {"2", "4", "6"}
+
+
+def test_an_imported_gsm8k_line_comes_back_whole_with_its_generated_id_and_the_new_value(
+    reviewer,
+):
+    from inspector import services
+
+    line = {"question": "Tom has 9 apples and buys 9 more. How many?", "answer": GSM8K_REASONING}
+    version = services.taskset_import(
+        name="gsm8k-test",
+        tasks_file=io.BytesIO((json.dumps(line) + "\n").encode()),
+        tasks_name="gsm8k_test.jsonl",
+    )
+    inspection = Inspection.objects.create(
+        version=version, status=Inspection.FINISHED, finished_at=timezone.now()
+    )
+    version.tasks.update(last_inspection=inspection, reference_pass_rate=1.0)
+    task = version.tasks.get()
+    assert (task.label, task.metadata["label_from"]) == ("17", "gsm8k ####")
+
+    task.relabel(by=reviewer, label="18", reason="9 + 9 is 18")
+
+    (written,) = selectors.manifest_lines(taskset_name="gsm8k-test")
+    assert written["task_id"] == task.task_id
+    assert written["question"] == line["question"]
+    assert written["answer"] == GSM8K_REASONING[: -len("17")] + "18"
+    assert written["quality"]["relabeled"]["from"] == "17"
 
 
 def test_the_report_lines_and_tables_carry_the_label_in_force_and_whether_it_was_corrected(

@@ -269,16 +269,19 @@ def _first(evidence: dict, *keys: str):
 
 
 def _answer_counts(value) -> list[dict]:
-    """An answer distribution as evidence holds it ({answer: count}, or a list of {answer,
-    count|share}, or [answer, count] pairs) as rows {answer, count, share}."""
+    """An answer distribution as evidence holds it (a list of {answer, count, share, is_label},
+    as inspector/detect/answers.py writes it; or {answer: count}, or [answer, count] pairs) as
+    rows {answer, count, share, is_label}."""
     rows: list[dict] = []
     if isinstance(value, dict):
-        items = [(k, v) for k, v in value.items()]
-        for answer, v in items:
+        for answer, v in value.items():
             if isinstance(v, dict):
-                rows.append({"answer": answer, "count": v.get("count"), "share": v.get("share")})
+                rows.append(
+                    {"answer": answer, "count": v.get("count"), "share": v.get("share"),
+                     "is_label": bool(v.get("is_label"))}
+                )  # fmt: skip
             else:
-                rows.append({"answer": answer, "count": v, "share": None})
+                rows.append({"answer": answer, "count": v, "share": None, "is_label": False})
     elif isinstance(value, list):
         for item in value:
             if isinstance(item, dict):
@@ -287,12 +290,13 @@ def _answer_counts(value) -> list[dict]:
                         "answer": _first(item, "answer", "canonical", "value"),
                         "count": item.get("count"),
                         "share": _first(item, "share", "weight", "weighted_share"),
+                        "is_label": bool(item.get("is_label")),
                     }
                 )
             elif isinstance(item, list | tuple) and len(item) >= 2:
-                rows.append({"answer": item[0], "count": item[1], "share": None})
+                rows.append({"answer": item[0], "count": item[1], "share": None, "is_label": False})
             else:
-                rows.append({"answer": item, "count": None, "share": None})
+                rows.append({"answer": item, "count": None, "share": None, "is_label": False})
     total = sum(r["count"] for r in rows if isinstance(r["count"], int | float))
     for row in rows:
         if row["share"] is None and total and isinstance(row["count"], int | float):
@@ -300,50 +304,47 @@ def _answer_counts(value) -> list[dict]:
     return rows
 
 
+def _number(value) -> float:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else -1.0
+
+
 def _model_weights(value) -> list[dict]:
-    """Models with their weights (how often each agrees with the labels on the rest of the set)
-    as evidence holds them ({model: weight}, {model: {weight, answer}} or a list of dicts)."""
+    """The models behind a vote, heaviest first, as rows {model, weight, reliability, answers}:
+    from {model: {weight, reliability, answers: {answer: share}}} (inspector/detect/answers.py),
+    or {model: weight}, or a list of {model, weight, answer}. `answers` is a list of (answer,
+    share) pairs, most given first."""
     rows: list[dict] = []
-    if isinstance(value, dict):
-        for model, v in value.items():
-            if isinstance(v, dict):
-                rows.append(
-                    {
-                        "model": model,
-                        "weight": _first(v, "weight", "accuracy", "reliability"),
-                        "answer": v.get("answer"),
-                        "count": v.get("count"),
-                    }
-                )
-            else:
-                rows.append({"model": model, "weight": v, "answer": None, "count": None})
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict):
-                rows.append(
-                    {
-                        "model": item.get("model") or NO_MODEL,
-                        "weight": _first(item, "weight", "accuracy", "reliability"),
-                        "answer": item.get("answer"),
-                        "count": item.get("count"),
-                    }
-                )
-            else:
-                rows.append({"model": item, "weight": None, "answer": None, "count": None})
-    return sorted(
-        rows, key=lambda r: -(r["weight"] if isinstance(r["weight"], int | float) else -1)
-    )
+    items = value.items() if isinstance(value, dict) else []
+    if isinstance(value, list):
+        items = [
+            (i.get("model") or NO_MODEL, i) if isinstance(i, dict) else (i, None) for i in value
+        ]
+    for model, v in items:
+        row = {"model": model, "weight": None, "reliability": None, "answers": []}
+        if isinstance(v, dict):
+            row["weight"] = _first(v, "weight", "accuracy")
+            row["reliability"] = v.get("reliability")
+            given = v.get("answers")
+            if isinstance(given, dict):
+                row["answers"] = sorted(given.items(), key=lambda kv: -_number(kv[1]))
+            elif v.get("answer") is not None:
+                row["answers"] = [(v["answer"], v.get("count"))]
+        elif v is not None:
+            row["weight"] = v
+        rows.append(row)
+    return sorted(rows, key=lambda r: -_number(r["weight"]))
 
 
 def _probe_rows(evidence: dict) -> list[dict]:
-    """The probes a reward_hackable flag names, with what the verifier extracted from each."""
+    """The probes a reward_hackable flag names, with what the verifier extracted from each:
+    {probe: extracted} (inspector/detect/answers.py), or a list of names with `extracted`."""
     probes = _first(evidence, "probes", "probe")
     extracted = evidence.get("extracted")
-    rows = []
     if isinstance(probes, str):
         probes = [probes]
     if isinstance(probes, dict):
-        return [{"probe": p, "extracted": x} for p, x in probes.items()]
+        return [{"probe": p, "extracted": x} for p, x in sorted(probes.items())]
+    rows = []
     for item in probes or []:
         if isinstance(item, dict):
             rows.append(
@@ -355,35 +356,65 @@ def _probe_rows(evidence: dict) -> list[dict]:
     return rows
 
 
-# The evidence keys answer_evidence reads; anything else in a flag's evidence is listed as is.
+def _split(evidence: dict) -> list[dict]:
+    """An ambiguous flag's competing answers with their reliability-weighted shares."""
+    split = evidence.get("split")
+    if not isinstance(split, list):
+        return []
+    shares = evidence.get("weighted_shares")
+    shares = shares if isinstance(shares, list) else []
+    return [
+        {"answer": answer, "share": shares[i] if i < len(shares) else None}
+        for i, answer in enumerate(split)
+    ]
+
+
+# The evidence keys answer_evidence reads (or leaves out on purpose: the label is on the page);
+# any other key of a flag's evidence is listed as it is.
 _ANSWER_EVIDENCE_KEYS = {
     "consensus", "consensus_answer", "majority", "posterior", "probability", "label_posterior",
     "support", "supporters", "models", "model_weights", "weights", "distribution", "answers",
     "competing", "counts", "probes", "probe", "extracted", "why", "reason", "status", "label",
-    "label_share", "share",
+    "label_status", "label_canonical", "label_share", "share", "supporting_models", "split",
+    "weighted_shares", "chance_one_would_be_right", "samples", "correct", "phrase",
 }  # fmt: skip
 
 
-def answer_evidence(flag: Flag) -> dict:
-    """An answer task's flag's evidence in the shape the page shows it, whatever spelling the
-    analysis used (inspector/detect/answers.py): consensus (the answer the samples agree on),
-    posterior (how sure), supporters (models with their weights and answers), answers (the
-    distribution or the competing answers: {answer, count, share}), probes ({probe, extracted}),
-    why (the verifier's reason it cannot read the label), label_share, and `more`: the other
-    keys, (key, value) as they are."""
+def answer_evidence(flag: Flag, *, label_why: str = "") -> dict:
+    """An answer task's flag's evidence in the shape the page shows it (the keys of
+    inspector/detect/answers.py, and a few other spellings):
+
+    consensus (the answer the samples agree on), posterior (its probability), label_posterior,
+    supporting (how many models back the consensus), supporters (the models with their weights,
+    reliabilities and answers), answers (the distribution: {answer, count, share, is_label}),
+    split (an ambiguous flag's competing answers with weighted shares), probes ({probe,
+    extracted}), chance (unsolvable: that at least one sample would have reached a right
+    label), samples and correct (no_signal), phrase (answer_leak), status and why (the
+    verifier on the label: `label_why`, from the label's own run, when the flag has none), and
+    `more`: the other keys, (key, value) as they are."""
     evidence = flag.evidence or {}
+    why = _first(evidence, "why", "reason")
+    if flag.code == "unverifiable_label" and not why:
+        why = label_why
     return {
         "consensus": _first(evidence, "consensus", "consensus_answer", "majority"),
-        "posterior": _first(evidence, "posterior", "probability", "label_posterior"),
+        "posterior": _first(evidence, "posterior", "probability"),
+        "label_posterior": evidence.get("label_posterior"),
+        "supporting": evidence.get("supporting_models"),
         "supporters": _model_weights(
             _first(evidence, "support", "supporters", "models", "model_weights", "weights")
         ),
         "answers": _answer_counts(
             _first(evidence, "competing", "distribution", "answers", "counts")
         ),
+        "split": _split(evidence),
         "probes": _probe_rows(evidence) if flag.code == "reward_hackable" else [],
-        "why": _first(evidence, "why", "reason"),
-        "status": evidence.get("status"),
+        "chance": evidence.get("chance_one_would_be_right"),
+        "samples": evidence.get("samples"),
+        "correct": evidence.get("correct"),
+        "phrase": evidence.get("phrase"),
+        "why": why,
+        "status": _first(evidence, "status", "label_status"),
         "label_share": _first(evidence, "label_share", "share"),
         "more": sorted((k, v) for k, v in evidence.items() if k not in _ANSWER_EVIDENCE_KEYS),
     }
@@ -407,6 +438,7 @@ def answer_page(task: Task, flags: list[Flag]) -> dict:
     of `flags` also gets `answer_evidence` and `answered_by_relabel`."""
     inspection_id = answer_inspection_id(task)
     distribution = answer_distribution(task, inspection_id=inspection_id)
+    label_verdict = answer_label_verdict(task, inspection_id=inspection_id)
     relabeled_at = None
     if task.corrected_label:
         relabeled_at = (
@@ -421,7 +453,9 @@ def answer_page(task: Task, flags: list[Flag]) -> dict:
         )
     )
     for flag in flags:
-        flag.answer_evidence = answer_evidence(flag)
+        flag.answer_evidence = answer_evidence(
+            flag, label_why=label_verdict["why"] if label_verdict else ""
+        )
         # Relabeled since the flag's inspection: it no longer keeps the task out of the manifest.
         flag.answered_by_relabel = (
             flag.code in LABEL_FLAGS
@@ -431,7 +465,7 @@ def answer_page(task: Task, flags: list[Flag]) -> dict:
     return {
         "answer_inspection_id": inspection_id,
         "label": answer_label(task),
-        "label_verdict": answer_label_verdict(task, inspection_id=inspection_id),
+        "label_verdict": label_verdict,
         "distribution": distribution,
         "probe_verdicts": answer_probe_verdicts(task, inspection_id=inspection_id),
         "consensus": answer_consensus(task, flags, distribution),
