@@ -455,3 +455,12 @@ def test_the_verifier_image_name_changes_with_the_requirements(tmp_path):
         "localhost:5000/sbx:latest-verifier-"
     )
     assert Path(__file__).parent.parent.joinpath("requirements-verifier.txt").exists()
+
+
+def test_the_contains_rule_rewards_a_list_of_candidates_that_the_default_rule_refuses(sandbox):
+    hedge = "It is one of 16, 17, 18 or 19."
+    strict = verify(sandbox, item("auto", hedge, "18"))
+    loose = verify(sandbox, item("contains", hedge, "18"), rule="contains")
+
+    assert not strict["auto"].correct
+    assert loose["contains"].correct and loose["contains"].extracted == "18"
