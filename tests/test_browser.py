@@ -327,3 +327,77 @@ def test_harbor_task_folders_uploaded_as_a_tar_gz_are_inspected_in_docker_and_fl
     probes = browser.find_element(By.ID, "probes").text
     assert "reward-file earned a full reward refused" in probes
     screenshot(browser, "terminal-task")
+
+
+def gsm8k_subset(folder, questions: int, wrong: dict[int, str]):
+    """The first `questions` of GSM8K's real test set (their own lines; the labels of `wrong`
+    replaced after '#### ') and the eight real output sets' responses to them, as one file."""
+    import gzip
+
+    data = ROOT.parent / "shared" / "data" / "answers"
+    tasks_file, samples_file = folder / "gsm8k_test.jsonl", folder / "gsm8k_samples.jsonl"
+    with gzip.open(data / "gsm8k_test.jsonl.gz", "rt") as src, tasks_file.open("w") as out:
+        for i, line in zip(range(questions), src):
+            row = json.loads(line)
+            if i in wrong:
+                row["answer"] = row["answer"].rsplit("#### ", 1)[0] + "#### " + wrong[i]
+            out.write(json.dumps(row) + "\n")
+    with samples_file.open("w") as out:
+        for path in sorted(data.glob("samples_*.jsonl.gz")):
+            with gzip.open(path, "rt") as src:
+                for line in src:
+                    row = json.loads(line)
+                    if int(row["task_id"].split("/")[1]) < questions:
+                        out.write(json.dumps({**row, "sample_id": row["model"]}) + "\n")
+    return tasks_file, samples_file
+
+
+def test_an_admin_uploads_gsm8k_with_samples_relabels_a_mislabeled_task_and_the_manifest_has_it(
+    browser, live_server, lead, start_worker, tmp_path
+):
+    # GSM8K/83's label is 600, and all eight models say so: put a wrong one in its place.
+    tasks_file, samples_file = gsm8k_subset(tmp_path, 120, wrong={83: "650"})
+    start_worker("browser-answers")
+
+    log_in(browser, live_server, "/", user=("lead", "lead-pass-1"))
+    browser.find_element(By.NAME, "name").send_keys("gsm8k")
+    browser.find_element(By.NAME, "tasks_file").send_keys(str(tasks_file))
+    browser.find_element(By.NAME, "samples_file").send_keys(str(samples_file))
+    Select(browser.find_element(By.NAME, "answer_rule")).select_by_value("given")
+    browser.find_element(By.ID, "upload").click()
+    wait(browser).until(EC.url_to_be(live_server.url + "/tasksets/gsm8k/"))
+    browser.find_element(By.ID, "inspect").click()
+    wait(browser, 180).until(
+        EC.text_to_be_present_in_element((By.ID, "progress-status"), "finished")
+    )
+
+    task = Task.objects.get(version__taskset__name="gsm8k", task_id="gsm8k/83")
+    browser.get(live_server.url + task.get_absolute_url())
+    flags = [a.text for a in browser.find_elements(By.CSS_SELECTOR, ".flag")]
+    assert any(text.startswith("mislabeled") for text in flags), flags
+    assert "650" in browser.find_element(By.ID, "label-in-force").text
+    wait(browser).until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, "#chart-answers .plot-container"))
+    )
+    answers = browser.find_element(By.ID, "answers").text
+    assert "600" in answers
+    screenshot(browser, "answer-mislabeled")
+
+    label = browser.find_element(By.CSS_SELECTOR, "#relabel-form [name=label]")
+    assert label.get_attribute("value") == "600"  # the consensus, offered
+    browser.find_element(By.CSS_SELECTOR, "#relabel-form [name=reason]").send_keys(
+        "all eight models: 3 x 25 x 8 = 600"
+    )
+    browser.find_element(By.ID, "relabel").click()
+    wait(browser).until(EC.text_to_be_present_in_element((By.ID, "label-in-force"), "600"))
+    assert "3 x 25 x 8" in browser.find_element(By.ID, "relabel-reason").text
+
+    browser.get(live_server.url + "/tasksets/gsm8k/")
+    href = browser.find_element(By.ID, "download-manifest").get_attribute("href")
+    body = browser.execute_async_script(
+        "const done = arguments[1]; fetch(arguments[0]).then((r) => r.text()).then(done);", href
+    )
+    lines = {json.loads(line)["task_id"]: json.loads(line) for line in body.splitlines()}
+    fixed = lines["gsm8k/83"]
+    assert fixed["answer"].endswith("#### 600")
+    assert fixed["quality"]["relabeled"]["to"] == "600"
