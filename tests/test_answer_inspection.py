@@ -106,7 +106,9 @@ def test_inspecting_verifies_every_response_and_flags_the_wrong_and_the_unreadab
 
     assert inspection.status == Inspection.FINISHED
     assert inspection.runs_done == inspection.runs_total
-    right = Run.objects.filter(inspection=inspection, task__task_id="sum/3", kind=Run.SAMPLE)  # 6 + 13
+    right = Run.objects.filter(
+        inspection=inspection, task__task_id="sum/3", kind=Run.SAMPLE
+    )  # 6 + 13
     assert {r.outcome for r in right} == {"passed"}
     assert {r.detail["extracted"] for r in right} == {"19"}
     found = codes(inspection)
@@ -149,3 +151,46 @@ def test_the_next_inspection_verifies_a_corrected_label_and_the_flag_is_gone(ins
     runs = Run.objects.filter(inspection=second, task=task, kind=Run.SAMPLE)
     assert {r.outcome for r in runs} == {"passed"}
     assert selectors.task_trail(task).filter(action="relabel").exists()
+
+
+def test_a_verdict_of_a_run_swept_and_claimed_again_is_not_recorded_twice(inspect_now, settings):
+    from inspector.services.answer_runs import answer_runs_record
+
+    inspection = inspect_now(import_answers())
+    run = Run.objects.filter(inspection=inspection, kind=Run.SAMPLE).first()
+    # Swept while its worker stalled, claimed again by another worker: a second attempt.
+    Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, attempts=run.attempts + 1)
+    stale = Run.objects.get(pk=run.pk)
+    stale.attempts -= 1
+    before = Inspection.objects.get(pk=inspection.pk).runs_done
+
+    recorded = answer_runs_record([(stale, {"outcome": "failed", "detail": {"status": "ok"}})])
+
+    assert recorded == 0
+    assert Run.objects.get(pk=run.pk).status == Run.RUNNING
+    assert Inspection.objects.get(pk=inspection.pk).runs_done == before
+
+
+@pytest.mark.production
+@pytest.mark.django_db(transaction=True)
+def test_answer_tasks_inspect_end_to_end_on_postgresql_redis_and_the_docker_sandbox(
+    start_worker,
+):
+    from django.conf import settings
+    from django.core.management import call_command
+
+    assert settings.CELERY_BROKER_URL.startswith("redis://")
+    assert settings.SANDBOX_BACKEND == "docker"
+    import_answers()
+    start_worker()
+    out = io.StringIO()
+    call_command("inspect", "answers", "--wait", stdout=out)
+
+    inspection = Inspection.objects.get()
+    assert inspection.status == Inspection.FINISHED, out.getvalue()
+    assert inspection.config["sandbox_backend"] == "docker"
+    found = codes(inspection)
+    assert "mislabeled" in found["wrong-label"]
+    assert "unverifiable_label" in found["broken-label"]
+    right = Run.objects.filter(inspection=inspection, task__task_id="sum/3", kind=Run.SAMPLE)
+    assert {r.detail["extracted"] for r in right} == {"19"}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models.functions import Length
 from django.utils import timezone
 
@@ -143,27 +143,40 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
 
 def answer_runs_record(results: list[tuple[Run, dict]]) -> int:
     """Record verdicts in one transaction, guarded by the attempt like every run's record, so a
-    swept and re-queued run is never recorded twice."""
+    swept and re-queued run is never recorded twice. One statement executed for many rows: a
+    message holds hundreds of verdicts, and an ORM update each was a sixth of its time."""
     finished = timezone.now()
-    recorded: dict[int, int] = {}
-    with transaction.atomic():
-        for run, result in results:
-            updated = Run.objects.filter(
-                pk=run.pk, status=Run.RUNNING, attempts=run.attempts
-            ).update(
-                status=Run.DONE,
-                outcome=result["outcome"],
-                duration=float(result.get("seconds") or 0.0),
-                detail=result.get("detail") or {},
-                error=str(result.get("error") or "")[:2000],
-                finished_at=finished,
-                lease_expires_at=None,
+    fields = {name: Run._meta.get_field(name) for name in ("detail", "finished_at")}
+    table = connection.ops.quote_name(Run._meta.db_table)
+    sql = (
+        f"UPDATE {table} SET status = %s, outcome = %s, duration = %s, detail = %s, error = %s, "
+        "finished_at = %s, lease_expires_at = NULL WHERE id = %s AND status = %s AND attempts = %s"
+    )
+    when = fields["finished_at"].get_db_prep_save(finished, connection)
+    by_inspection: dict[int, list[tuple]] = {}
+    for run, result in results:
+        by_inspection.setdefault(run.inspection_id, []).append(
+            (
+                Run.DONE,
+                result["outcome"],
+                float(result.get("seconds") or 0.0),
+                fields["detail"].get_db_prep_save(result.get("detail") or {}, connection),
+                str(result.get("error") or "")[:2000],
+                when,
+                run.pk,
+                Run.RUNNING,
+                run.attempts,
             )
-            if updated:
-                run.outcome = result["outcome"]
-                recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
+        )
+        run.outcome = result["outcome"]
+    recorded: dict[int, int] = {}
+    with transaction.atomic(), connection.cursor() as cursor:
+        for inspection_id, rows in by_inspection.items():
+            cursor.executemany(sql, rows)
+            recorded[inspection_id] = max(0, cursor.rowcount)
     for inspection_id, count in recorded.items():
-        inspection_progress(inspection_id, count)
+        if count:
+            inspection_progress(inspection_id, count)
     return sum(recorded.values())
 
 
