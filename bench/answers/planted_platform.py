@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tasks", type=int, default=600)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--keep", action="store_true", help="keep the data folder")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-answers-planted-{args.seed}-"))
     env = {**os.environ, "INSPECTOR_DATA_DIR": str(tmp), "PYTHONUNBUFFERED": "1"}
@@ -90,7 +91,10 @@ def main() -> None:
     env["GAMING_META"] = str(tmp / "meta.json")
     gaming = json.loads(manage(env, "shell", "-c", GAMING).strip().splitlines()[-1])
     print(f"verifier-gaming samples rewarded: {gaming['rewarded']} of {gaming['gaming']}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    if args.keep:
+        print(f"data kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
