@@ -25,7 +25,6 @@ with the same checks, raising at the end (see its docstring for what that asks o
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import zlib
 from collections.abc import Collection, Iterator
@@ -35,10 +34,11 @@ from typing import Any, BinaryIO
 
 from inspector.formats.humaneval import (
     FormatIssue,
+    PrefixedStream,
     TaskSetFormatError,
     content_hash,
+    json_line,
     json_type,
-    reject_constant,
     short_text,
 )
 
@@ -513,37 +513,8 @@ def _json_lines(
         line += 1
         if line == 1 and raw.startswith(_UTF8_BOM):
             raw = raw[len(_UTF8_BOM) :]
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            issues.append(
-                FormatIssue(
-                    file,
-                    line,
-                    None,
-                    f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line is invalid",
-                )
-            )
-            yield line, None
-            continue
-        if not text.strip():
-            continue
-        reason: str | None = None
-        try:
-            value = json.loads(text, parse_constant=reject_constant)
-        except json.JSONDecodeError as exc:
-            reason = f"not JSON: {exc.msg} at column {exc.colno}"
-        except ValueError as exc:
-            reason = f"not JSON: {exc}"
-        except RecursionError:
-            reason = "not JSON: nested too deeply"
-        else:
-            if not isinstance(value, dict):
-                reason = f"not a JSON object: got {json_type(value)}"
-        if reason is not None:
-            issues.append(FormatIssue(file, line, None, reason))
-            yield line, None
-        else:
+        blank, value = json_line(raw, line, file, issues)
+        if not blank:
             yield line, value
 
 
@@ -558,7 +529,7 @@ def _raw_lines(
         if not more:
             break
         head += more
-    source: Any = _Prefixed(head, stream)
+    source: Any = PrefixedStream(head, stream)
     if head == _GZIP_MAGIC:
         source = gzip.GzipFile(fileobj=source, mode="rb")
     total = 0
@@ -583,22 +554,3 @@ def _raw_lines(
         yield None
         return
     yield rest
-
-
-class _Prefixed:
-    """A read-only stream: `head` (already read to sniff the format), then the rest of `rest`."""
-
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
-        self._head = head
-        self._rest = rest
-
-    def read(self, size: int = -1) -> bytes:
-        if not self._head:
-            return self._rest.read(size)
-        if size is None or size < 0:
-            data, self._head = self._head + self._rest.read(), b""
-            return data
-        data, self._head = self._head[:size], self._head[size:]
-        if len(data) < size:
-            data += self._rest.read(size - len(data))
-        return data

@@ -22,8 +22,10 @@ __all__ = [
     "ParsedSample",
     "ParsedTask",
     "ParsedTaskSet",
+    "PrefixedStream",
     "TaskSetFormatError",
     "humaneval_program",
+    "json_line",
     "read_taskset",
 ]
 
@@ -380,40 +382,48 @@ def _json_objects(
     # Split on b"\n" only: str.splitlines() would also split inside JSON strings holding raw
     # U+2028 and friends, and would renumber lines.
     for index, raw in enumerate(data.split(b"\n")):
-        line = index + 1
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            issues.append(
-                FormatIssue(
-                    file,
-                    line,
-                    None,
-                    f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} "
-                    "of the line is invalid",
-                )
+        blank, value = json_line(raw, index + 1, file, issues)
+        if not blank:
+            yield index + 1, value
+
+
+def json_line(
+    raw: bytes, line: int, file: str, issues: list[FormatIssue]
+) -> tuple[bool, dict[str, Any] | None]:
+    """One line of a JSONL file: (True, None) when it is blank; else (False, the object), the
+    object None after reporting why the line is unreadable (not UTF-8, not JSON, not an
+    object). Shared by every JSONL reader, so each says the same of the same bad line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        issues.append(
+            FormatIssue(
+                file,
+                line,
+                None,
+                f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} "
+                "of the line is invalid",
             )
-            yield line, None
-            continue
-        if not text.strip():
-            continue
-        reason: str | None = None
-        try:
-            value = json.loads(text, parse_constant=reject_constant)
-        except json.JSONDecodeError as exc:
-            reason = f"not JSON: {exc.msg} at column {exc.colno}"
-        except ValueError as exc:
-            reason = f"not JSON: {exc}"
-        except RecursionError:
-            reason = "not JSON: nested too deeply"
-        else:
-            if not isinstance(value, dict):
-                reason = f"not a JSON object: got {json_type(value)}"
-        if reason is not None:
-            issues.append(FormatIssue(file, line, None, reason))
-            yield line, None
-        else:
-            yield line, value
+        )
+        return False, None
+    if not text.strip():
+        return True, None
+    reason: str | None = None
+    try:
+        value = json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as exc:
+        reason = f"not JSON: {exc.msg} at column {exc.colno}"
+    except ValueError as exc:
+        reason = f"not JSON: {exc}"
+    except RecursionError:
+        reason = "not JSON: nested too deeply"
+    else:
+        if not isinstance(value, dict):
+            reason = f"not a JSON object: got {json_type(value)}"
+    if reason is not None:
+        issues.append(FormatIssue(file, line, None, reason))
+        return False, None
+    return False, value
 
 
 def reject_constant(name: str) -> Any:
@@ -435,7 +445,7 @@ def _read_limited(
         if not more:
             break
         head += more
-    source = _Prefixed(head, stream)
+    source = PrefixedStream(head, stream)
     if head != _GZIP_MAGIC:
         try:
             return _read_at_most(source, max_bytes)
@@ -468,7 +478,7 @@ def _read_at_most(source: Any, max_bytes: int) -> bytes:
             raise _TooLarge
 
 
-class _Prefixed:
+class PrefixedStream:
     """A read-only stream: `head` (already read to sniff the format), then the rest of `rest`."""
 
     def __init__(self, head: bytes, rest: BinaryIO) -> None:
