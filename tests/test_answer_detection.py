@@ -293,3 +293,81 @@ def test_every_probe_text_holds_the_label_but_commits_to_no_right_answer() -> No
     assert texts["first_number"].startswith("18") and "\\boxed{18}" not in texts["first_number"]
     digits = "".join(ch for ch in texts["scattered_digits"] if ch.isdigit())
     assert digits == "18" and "18" not in texts["scattered_digits"]
+
+
+def twin_set(clean: int = 40) -> SetBuilder:
+    """Three independent strong models, and two prompts of one base model ("base-8shot",
+    "base-0shot") that make the same mistakes: on every fourth task both give the same wrong
+    answer, which the independent models do not."""
+    s = SetBuilder(clean=0)
+    for i in range(clean):
+        key = s.task(f"Ann has {i} pens and gets {i + 5} more. How many now?", str(2 * i + 5))
+        for model in STRONG:
+            s.samples(key, model, [str(2 * i + 5)])
+        twin = str(2 * i + 6) if i % 4 == 0 else str(2 * i + 5)
+        s.samples(key, "base-8shot", [twin])
+        s.samples(key, "base-0shot", [twin])
+    return s
+
+
+def test_two_prompts_of_one_model_that_share_their_mistakes_are_found_dependent() -> None:
+    analysis = twin_set().analyse()
+    assert analysis.model_dependence["base-8shot"]["base-0shot"] >= 0.5
+    assert "strong-a" not in analysis.model_dependence  # independent models are not discounted
+
+
+def test_two_prompts_of_one_model_agreeing_count_as_one_voice() -> None:
+    s = twin_set()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "20")
+    for model in ("base-8shot", "base-0shot"):
+        s.samples(key, model, ["24"])
+    s.samples(key, "strong-a", ["24"])
+    s.samples(key, "strong-b", ["20"])
+    s.samples(key, "strong-c", [None])
+    analysis = s.analyse()
+    assert "mislabeled" not in flags_of(analysis, key)
+    # three models agree, but the vote counts the pair as (about) one voice
+    votes = {v.voter: v.discount for v in analysis_votes(s, key) if v.key != "\x00label"}
+    assert votes["base-8shot"] < 0.75 and votes["strong-a"] == 1.0
+
+
+def analysis_votes(s: SetBuilder, key: int):
+    from inspector.detect import answers
+
+    samples = answers._answer_keys(pd.DataFrame(s.verdicts))
+    fit = answers._fit(samples, {t["task_key"] for t in s.tasks}, True, answers.AnswerSettings())
+    return answers._votes_by_task(fit.votes)[key]
+
+
+def test_a_mislabeled_flag_names_its_models_and_the_effective_number_of_independent_ones() -> None:
+    s = twin_set()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "18")
+    for model in (*STRONG, "base-8shot", "base-0shot"):
+        s.samples(key, model, ["20"])
+    flag = flags_of(s.analyse(), key)["mislabeled"]
+    assert flag.evidence["supporting_models"] == 5
+    assert 3.0 <= flag.evidence["independent_models"] < 5.0
+    assert flag.evidence["models"]["base-8shot"]["shares_mistakes_with"]["base-0shot"] >= 0.5
+    assert "independent" in flag.explanation and "strong-a" in flag.explanation
+
+
+def test_several_weak_models_agreeing_on_a_mistake_do_not_overturn_a_label() -> None:
+    s = SetBuilder()
+    for i in range(30):  # two more weak models, as weak as the first
+        s.samples(i, "weak-2", [str(2 * i + 2)] * 4)
+        s.samples(i, "weak-3", [str(2 * i + 3) if i % 3 == 0 else str(2 * i + 1)] * 4)
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "20")
+    for model in (WEAK, "weak-2", "weak-3"):
+        s.samples(key, model, ["21"] * 4)
+    s.samples(key, "strong-a", ["20", "20", "21", None])
+    s.samples(key, "strong-b", ["20", None, None, None])
+    assert "mislabeled" not in flags_of(s.analyse(), key)
+
+
+def test_the_label_prior_counts_only_the_tasks_the_vote_decides() -> None:
+    s = SetBuilder()
+    for i in range(10):  # questions nobody can answer: they say nothing about the labels
+        key = s.task(f"Tom has some apples, case {i}. How many now?", str(100 + i))
+        for model in (*STRONG, WEAK):
+            s.samples(key, model, [str(i), str(i + 7), None, str(3 * i + 1)])
+    assert s.analyse().label_prior >= 0.9
