@@ -125,15 +125,77 @@ def test_one_model_alone_never_makes_a_task_mislabeled() -> None:
     assert "mislabeled" not in flags_of(s.analyse(), key)
 
 
-def test_answers_split_between_two_values_by_reliable_models_are_ambiguous() -> None:
+def two_readings() -> tuple[SetBuilder, int]:
     s = SetBuilder()
     key = s.task("How many weeks are in a month?", "4")
-    s.samples(key, "strong-a", ["4", "4", "5", "5"])
-    s.samples(key, "strong-b", ["5", "4", "5", "4"])
-    s.samples(key, "strong-c", ["4", "5", "4", "5"])
+    s.samples(key, "strong-a", ["4", "4", "4", "4"])
+    s.samples(key, "strong-b", ["5", "5", "5", "5"])
+    s.samples(key, "strong-c", ["4", "5", "5", "5"])
+    s.samples(key, WEAK, ["3", "3", "6", "3"])
+    return s, key
+
+
+def test_reliable_models_that_take_different_readings_make_a_question_ambiguous() -> None:
+    s, key = two_readings()
     found = flags_of(s.analyse(), key)
     assert set(found) == {"ambiguous"}
-    assert sorted(found["ambiguous"].evidence["split"]) == ["4", "5"]
+    flag = found["ambiguous"]
+    assert sorted(flag.evidence["split"]) == ["4", "5"]
+    # the reviewer sees why: under one truth, a reliable model sits all on what would be the
+    # mistake, where its reliability predicts about one sample there; and the test's figures
+    test = flag.evidence["readings_test"]
+    assert test["pvalue"] <= 0.01 and "p = " in flag.explanation
+    mistake = next(a for a in flag.evidence["split"] if a != test["truth_under_one_truth"])
+    surprising = [
+        m
+        for m, row in test["per_model"].items()
+        if row["samples"][mistake] == 4 and row["one_truth_expects"][mistake] < 1.5
+    ]
+    assert surprising and set(surprising) <= {"strong-a", "strong-b"}
+
+
+def test_the_between_model_test_gives_the_same_p_value_on_every_run() -> None:
+    s, key = two_readings()
+    first = flags_of(s.analyse(), key)["ambiguous"].evidence["readings_test"]
+    assert first == flags_of(s.analyse(), key)["ambiguous"].evidence["readings_test"]
+
+
+def hard_question_set() -> SetBuilder:
+    """The strong models nearly always right, the weak one mostly wrong; a tenth of the tasks
+    are hard: every strong model about 3:1 the truth against the task's common mistake, the weak
+    model on the mistake."""
+    s = SetBuilder(clean=0)
+    for i in range(60):
+        truth, mistake = str(2 * i + 3), str(2 * i + 4)
+        key = s.task(f"Tom has {i} apples and buys {i + 3} more. How many now?", truth)
+        hard = i % 10 == 0
+        for at, model in enumerate(STRONG):
+            answers = [truth] * 4
+            if hard:
+                answers[at % 4] = mistake
+            elif i % 7 == at:
+                answers[0] = mistake
+            s.samples(key, model, answers)
+        s.samples(key, WEAK, [mistake] * 3 + [truth if i % 3 else str(2 * i + 9)])
+    return s
+
+
+def test_a_hard_question_where_every_model_errs_alike_by_its_reliability_is_not_ambiguous() -> None:
+    s = hard_question_set()
+    key = s.task("A hard one: 17 boxes of 23 pens, 40 lost. How many pens?", "351")
+    for model in STRONG:
+        s.samples(key, model, ["351", "351", "351", "391"])
+    s.samples(key, WEAK, ["391", "391", "391", "351"])
+    assert flags_of(s.analyse(), key) == {}
+
+
+def test_one_truth_and_a_shared_mistake_explain_a_mislabeled_task_which_is_not_ambiguous() -> None:
+    s = SetBuilder()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "19")  # the mistake
+    for model in STRONG:
+        s.samples(key, model, ["20", "20", "20", "19"])
+    s.samples(key, WEAK, ["19", "19", "19", "20"])
+    assert set(flags_of(s.analyse(), key)) == {"mislabeled"}
 
 
 def test_a_question_nobody_answers_with_its_label_and_nobody_agrees_on_is_unsolvable() -> None:

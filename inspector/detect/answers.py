@@ -42,9 +42,17 @@ The posterior of an answer is then softmax(log prior + the weighted votes for it
   the models, their weights, their shares of an independent voice and whom they share mistakes
   with.
 - `ambiguous` (checked first): the two answers with most of the vote weighed by log-odds of
-  reliability squared (`support_weight`: a shared mistake earns no support) hold at least 25%
-  and at most 70%, each reached by two voters, and the samples on the one that is not the label
-  are more than shared mistakes would make (a Poisson-binomial tail, p <= 0.05).
+  reliability squared (`support_weight`: a shared mistake earns no support), the runner-up with
+  10% of it or more and the two with 60% together (two answers, not a scatter), each reached by
+  two voters, and a **test between models** (`answer_readings`) rejects, at p <= 0.01, "one of
+  them is the truth and the other the task's shared mistake" in favour of "two readings, each
+  model with its own lean". Under one truth every model's split follows its reliability (a
+  reliable model mostly on the truth, a weak one on the mistake), at one difficulty for the
+  task, whose distribution over the set is estimated from the set; under two readings a
+  reliable model may sit on either. A clean hard question (every model about 3:1, weak ones on
+  the distractor) is the first; a question read two ways by different capable models the
+  second. The evidence gives, per model, its samples on each answer, what one truth would give
+  it at its reliability, its lean, and the test's statistic and p-value (a parametric bootstrap).
 - `unsolvable`: no sample is right and no other answer has half the weighted vote; confidence:
   the chance that at least one sample would have been right, from the models' reliabilities,
   a model's n samples counting as sqrt(n) tries and a dependent model as its share of one
@@ -75,6 +83,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from inspector.detect.answer_readings import ReadingTest, difficulty_prior, reading_test
 from inspector.detect.codes import FlagCode
 from inspector.detect.depth import severity
 from inspector.detect.flags import FlagFinding
@@ -118,14 +127,16 @@ class AnswerSettings:
     min_supporters: int = 2  # distinct models (samples, with no model known) on the consensus
     support_share: float = 0.5  # a model supports an answer when this share of it gives it
     min_samples: int = 4  # answered-or-not samples a task needs for any verdict-based flag
-    # Two answers are both well supported when the runner-up has this share of the vote
-    # weighed by reliability (see `support_weight`), and the leader at most the other.
-    ambiguous_second_share: float = 0.25
-    ambiguous_top_share: float = 0.7
-    # ... and the samples on the answer that is not the label are more than shared mistakes
-    # would make: the chance of at least as many, each sample of a model of reliability p
-    # landing there by mistake with chance (1 - p) q, is at most this.
-    ambiguous_pvalue: float = 0.05
+    # `ambiguous` tests the two answers with most of the vote weighed by reliability (see
+    # `support_weight`) when the runner-up has this share of it and the two together this
+    # share (two answers, not a scatter: that is `unsolvable`'s) ...
+    ambiguous_second_share: float = 0.1
+    ambiguous_pair_share: float = 0.6
+    # ... and flags the task when the between-model test (`answer_readings`) rejects one truth
+    # and a shared mistake at this level.
+    ambiguous_pvalue: float = 0.01
+    # The set's distribution of task difficulty, for that test, is estimated on this many tasks.
+    difficulty_max_tasks: int = 5000
     unsolvable_consensus: float = 0.5  # a non-label answer with this weighted share is consensus
     no_signal_min_samples: int = 8
     label_prior_bounds: tuple[float, float] = (0.5, 0.99)
@@ -206,6 +217,7 @@ def analyse_answers(
     samples = _answer_keys(verdicts[verdicts["status"] != NOT_COUNTED])
     models_known = bool((samples["model"] != "").any())
     fit = _fit(samples, verifiable, models_known, settings)
+    fit.difficulty = _difficulty(fit, verifiable, settings)
 
     findings: list[FlagFinding] = []
     stats: dict[int, AnswerStats] = {}
@@ -301,6 +313,8 @@ class _Fit:
     # voter -> voter -> error agreement in [0, 1] (zero on the diagonal); empty when the voters
     # are not models
     dependence: dict[str, dict[str, float]] = field(default_factory=dict)
+    # log weights of a task's difficulty on `answer_readings.DELTA_GRID` (see `_difficulty`)
+    difficulty: np.ndarray | None = None
 
 
 def _fit(
@@ -415,6 +429,48 @@ def _fit(
             str(i): {str(j): float(dependence.at[i, j]) for j in dependence.columns}
             for i in dependence.index
         },
+    )
+
+
+def _difficulty(fit: _Fit, verifiable: set[int], settings: AnswerSettings) -> np.ndarray:
+    """How a task's difficulty spreads over the set (`answer_readings.difficulty_prior`), from
+    every verifiable task's votes with its most probable answer as its truth (a hard task and a
+    broken one count too: the prior must know how hard this set's tasks get), each model at its
+    leave-one-out reliability and its share of one independent voice; on up to
+    `difficulty_max_tasks` tasks, evenly spaced."""
+    votes = fit.votes[fit.votes["task_key"].isin(verifiable)]
+    keys = np.sort(votes["task_key"].unique())
+    if len(keys) > settings.difficulty_max_tasks:
+        keys = keys[np.linspace(0, len(keys) - 1, settings.difficulty_max_tasks).astype(int)]
+        votes = votes[votes["task_key"].isin(set(keys.tolist()))]
+    truth = {t: max(p, key=lambda k: (p[k], k == _LABEL)) for t, p in fit.posterior.items()}
+    right = votes["n"].where(votes["key"] == votes["task_key"].map(truth), 0)
+    rows = (
+        votes.assign(right=right)
+        .groupby(["task_key", "voter"], sort=False)
+        .agg(right=("right", "sum"), n=("n", "sum"), rel=("rel", "first"))
+        .reset_index()
+    )
+    voice = np.ones(len(rows))
+    if fit.dependence:
+        names = sorted(fit.dependence)
+        rho = np.array([[fit.dependence[i].get(j, 0.0) for j in names] for i in names])
+        present = (
+            rows.assign(one=1.0)
+            .pivot_table(index="task_key", columns="voter", values="one", fill_value=0.0)
+            .reindex(columns=names, fill_value=0.0)
+        )
+        shared = pd.DataFrame(present.to_numpy() @ rho, index=present.index, columns=names)
+        stacked = shared.stack()
+        at = pd.MultiIndex.from_arrays([rows["task_key"], rows["voter"]])
+        voice = 1.0 / (1.0 + stacked.reindex(at).fillna(0.0).to_numpy())
+    p = rows["rel"].to_numpy(dtype=float)
+    return difficulty_prior(
+        rows["right"].to_numpy(dtype=float),
+        (rows["n"] - rows["right"]).to_numpy(dtype=float),
+        np.log(p / (1 - p)),
+        voice,
+        rows["task_key"].to_numpy(),
     )
 
 
@@ -768,29 +824,49 @@ def _verdict_flags(
 
     if counted >= settings.min_samples and len(support) >= 2:
         (first, s1), (second, s2) = support[0], support[1]
-        # The one a shared mistake would explain: the answer that is not the label.
-        doubted = first if second == _LABEL else second
+        test = None
         if (
             s2 >= settings.ambiguous_second_share
-            and s1 <= settings.ambiguous_top_share
+            and s1 + s2 >= settings.ambiguous_pair_share
             and any_votes.get(first, 0) >= settings.min_supporters
             and any_votes.get(second, 0) >= settings.min_supporters
-            and (p_mistake := _mistake_pvalue(task_key, group, doubted, fit))
-            <= settings.ambiguous_pvalue
         ):
+            test, per_model = _readings(
+                task_key,
+                group,
+                (first, second),
+                (name(first), name(second)),
+                present,
+                fit,
+                models_known,
+            )
+        if test is not None and test.pvalue <= settings.ambiguous_pvalue:
             split = [name(first), name(second)]
+            truth_h0 = split[test.truth_under_h0]
             found.append(
                 _finding(
                     task_key,
                     FlagCode.AMBIGUOUS,
-                    min(1.0, s2 / s1),
+                    1.0 - test.pvalue,
                     f"the answers split between {split[0]} ({s1:.0%} of the reliability-weighted "
-                    f"vote) and {split[1]} ({s2:.0%}), neither dominant; the label is {label_shown}",
+                    f"vote) and {split[1]} ({s2:.0%}), and the models split differently from "
+                    f"what one truth ({truth_h0}) and a shared mistake would make of their "
+                    f"reliabilities (likelihood ratio {test.statistic:.1f}, p = "
+                    f"{test.pvalue:.3g}): two readings; the label is {label_shown}",
                     evidence(
                         {
                             "split": split,
                             "weighted_shares": [round(s1, 4), round(s2, 4)],
-                            "p_shared_mistake": float(f"{p_mistake:.3g}"),
+                            "readings_test": {
+                                "statistic": round(test.statistic, 3),
+                                "pvalue": float(f"{test.pvalue:.3g}"),
+                                "replicates": test.replicates,
+                                "truth_under_one_truth": truth_h0,
+                                "mistake_share": round(test.mistake_share, 3),
+                                "difficulty_one_truth": round(test.difficulty_h0, 2),
+                                "difficulty_two_readings": round(test.difficulty_h1, 2),
+                                "per_model": per_model,
+                            },
                         }
                     ),
                     runs(first)[:2] + runs(second)[:2],
@@ -906,30 +982,62 @@ def _voice(model: str, present: list[str], fit: _Fit) -> float:
     return 1.0 / (1.0 + sum(row.get(o, 0.0) for o in present if o != model))
 
 
-def _mistake_pvalue(task_key: int, group: list[_Sample], key: str, fit: _Fit) -> float:
-    """The chance that at least as many of the task's answered samples as did would give `key`
-    if it were only a shared mistake: a Poisson-binomial tail, each sample of a model of
-    reliability p landing on it with chance (1 - p) q (q the set's coincidence of mistakes)."""
-    chances = []
-    observed = 0
+def _readings(
+    task_key: int,
+    group: list[_Sample],
+    pair: tuple[str, str],
+    names: tuple[str, str],
+    present: list[str],
+    fit: _Fit,
+    models_known: bool,
+) -> tuple[ReadingTest | None, dict[str, dict]]:
+    """The between-model test (`answer_readings.reading_test`) of `first` and `second` on a
+    task, and per model what a reviewer judges it by: its samples on each, what one truth and a
+    shared mistake would give it at its reliability, and its lean if both are readings."""
+    first, second = pair
+    first_name, second_name = names
+    counts: dict[str, list[int]] = {}
     for x in group:
         if x.key is None:
             continue
-        observed += x.key == key
-        p = fit.task_reliability.get((task_key, x.model), fit.reliability.get(x.model, 0.5))
-        chances.append(min(1.0, max(0.0, (1.0 - p) * fit.coincidence)))
-    if observed == 0:
-        return 1.0
-    if len(chances) > 400:  # normal approximation, with a continuity correction
-        mean = sum(chances)
-        spread = math.sqrt(max(1e-12, sum(c * (1 - c) for c in chances)))
-        return 0.5 * math.erfc((observed - 0.5 - mean) / spread / math.sqrt(2))
-    tail = np.zeros(len(chances) + 1)
-    tail[0] = 1.0
-    for c in chances:
-        tail[1:] = tail[1:] * (1 - c) + tail[:-1] * c
-        tail[0] *= 1 - c
-    return float(min(1.0, tail[observed:].sum()))
+        row = counts.setdefault(x.model, [0, 0, 0])
+        row[0 if x.key == first else 1 if x.key == second else 2] += 1
+    if not counts or fit.difficulty is None:
+        return None, {}
+    models = sorted(counts)
+    table = np.array([counts[m] for m in models], dtype=float)
+    reliability = np.array(
+        [fit.task_reliability.get((task_key, m), fit.reliability.get(m, 0.5)) for m in models]
+    )
+    reliability = np.clip(reliability, 0.01, 0.99)
+    voices = np.array([_voice(m, present, fit) if models_known else 1.0 for m in models])
+    test = reading_test(
+        table[:, 0],
+        table[:, 1],
+        table[:, 2],
+        np.log(reliability / (1 - reliability)),
+        voices,
+        fit.difficulty,
+        seed=task_key,
+    )
+    per_model = {
+        m: {
+            "reliability": round(float(reliability[i]), 3),
+            "samples": {
+                first_name: int(table[i, 0]),
+                second_name: int(table[i, 1]),
+                "other": int(table[i, 2]),
+            },
+            "one_truth_expects": {
+                first_name: round(test.expected_a[i], 2),
+                second_name: round(test.expected_b[i], 2),
+            },
+            "lean_to_first": None if test.leans[i] is None else round(test.leans[i], 3),
+            "independent_share": round(float(voices[i]), 3),
+        }
+        for i, m in enumerate(models)
+    }
+    return test, per_model
 
 
 def _unverifiable(task_key: int, row: Any) -> FlagFinding:
