@@ -12,6 +12,8 @@ On a task whose samples split between two answers A and B, two stories explain t
 - **H1, two readings**: both are right; every model answers right with the same chance pi, and
   splits its right answers between the readings by a lean of its own (lambda_m, free per model).
   The wrong answers go elsewhere.
+- **Neither** (part of the null too): both are mistakes of a broken question, and every model's
+  answers land on A, B and the rest at the same rates whatever its reliability.
 
 What tells them apart is *between* models: under H0 the share of B falls as reliability rises,
 for every model alike; under H1 a reliable model can sit on either reading. A clean hard task
@@ -19,11 +21,12 @@ for every model alike; under H1 a reliable model can sit on either reading. A cl
 delta, an ambiguous question is H1. The difficulty delta is integrated over its distribution on
 the set (`difficulty_prior`: a nonparametric maximum-likelihood estimate, Kiefer-Wolfowitz, of
 how delta spreads over the set's tasks, each task's most probable answer taken as its truth), so
-"everybody is only 50% right here" costs what such a hard task costs on this set; lambda and d
-are maximised. The statistic is twice the log ratio of the two marginal likelihoods (H0 taking
-the better of its two orientations), and its p-value is a parametric bootstrap under the fitted
-H0 (delta drawn from its posterior, d at its estimate): H1 has a free lean per model, so the
-statistic is positive by chance alone, and the bootstrap says how positive.
+"everybody is only 50% right here" costs what such a hard task costs on this set; the leans, d
+and the rates of "neither" are integrated over Jeffreys priors. The statistic is twice the log
+of the Bayes factor of H1 against the best null (H0 in the better of its two orientations, or
+neither), and its p-value a parametric bootstrap from that null, delta drawn from the set's
+distribution (prior-predictive: over the clean tasks of a set whose difficulty is as estimated,
+the test rejects at level alpha on a share alpha of them).
 
 Each model's likelihood counts as its share of one independent voice (`voice`): two output
 sets of one base model lean alike and err alike, and count as about one. A model's samples on
@@ -35,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit, logsumexp, xlogy
+from scipy.special import betaln, expit, gammaln, logsumexp
 
 __all__ = ["DELTA_GRID", "ReadingTest", "difficulty_prior", "reading_test"]
 
@@ -49,6 +52,7 @@ class ReadingTest:
     pvalue: float  # of the statistic under the fitted H0 (parametric bootstrap)
     replicates: int
     truth_under_h0: int  # 0: A is the truth and B the mistake under H0; 1: the other way round
+    neither_fits_better: bool  # "both are mistakes" explains the split better than one truth
     mistake_share: float  # d: the share of H0's wrong answers on its mistake
     difficulty_h0: float  # delta, posterior mean under H0
     difficulty_h1: float  # delta, posterior mean under H1
@@ -95,25 +99,33 @@ def _marginals(
     weight: np.ndarray,
     log_prior: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Log marginal likelihoods of H1, H0 with A the truth and H0 with B the truth, for counts
-    of shape (..., models); log_pi and log_miss are (grid, models)."""
+    """Log marginal likelihoods of H1, H0 with A the truth, H0 with B the truth and "neither",
+    for counts of shape (..., models); log_pi and log_miss are (grid, models)."""
     wa, wb, wo = a * weight, b * weight, o * weight
-    lean = (xlogy(wa, np.where(a + b > 0, a / np.maximum(a + b, 1), 1.0))).sum(-1) + (
-        xlogy(wb, np.where(a + b > 0, b / np.maximum(a + b, 1), 1.0))
-    ).sum(-1)
+    # Each model's lean, and H0's mistake share, integrated over a Jeffreys Beta(1/2, 1/2)
+    # prior: maximised, a free lean per model would fit any split and only add noise.
+    lean = (betaln(wa + 0.5, wb + 0.5) - betaln(0.5, 0.5)).sum(-1)
 
-    def mistake(x: np.ndarray) -> np.ndarray:  # the shared mistake's share d, maximised
-        on, off = x.sum(-1), wo.sum(-1)
-        total = np.maximum(on + off, 1e-12)
-        return xlogy(on, on / total) + xlogy(off, off / total)
+    def mistake(x: np.ndarray) -> np.ndarray:
+        return betaln(x.sum(-1) + 0.5, wo.sum(-1) + 0.5) - betaln(0.5, 0.5)
 
     h1 = (wa + wb) @ log_pi.T + wo @ log_miss.T
     h0a = wa @ log_pi.T + (wb + wo) @ log_miss.T
     h0b = wb @ log_pi.T + (wa + wo) @ log_miss.T
+    # Neither: both are mistakes (a broken question), every model's answers land on A, B and
+    # the rest at the same rates, whatever its reliability (a Dirichlet(1/2) over them).
+    total = np.stack([wa.sum(-1), wb.sum(-1), wo.sum(-1)], axis=-1)
+    neither = (
+        gammaln(total + 0.5).sum(-1)
+        - gammaln(total.sum(-1) + 1.5)
+        - 3 * gammaln(0.5)
+        + gammaln(1.5)
+    )
     return (
         logsumexp(h1 + log_prior, axis=-1) + lean,
         logsumexp(h0a + log_prior, axis=-1) + mistake(wb),
         logsumexp(h0b + log_prior, axis=-1) + mistake(wa),
+        neither,
     )
 
 
@@ -135,9 +147,12 @@ def reading_test(
     a, b, o = (np.asarray(x, dtype=float) for x in (a, b, o))
     pi = np.clip(expit(logit_p[None, :] - DELTA_GRID[:, None]), _EDGE, 1 - _EDGE)
     log_pi, log_miss = np.log(pi), np.log1p(-pi)
-    h1, h0a, h0b = _marginals(a, b, o, log_pi, log_miss, weight, log_prior)
-    statistic = float(2 * (h1 - max(h0a, h0b)))
+    h1, h0a, h0b, h2 = _marginals(a, b, o, log_pi, log_miss, weight, log_prior)
+    statistic = float(2 * (h1 - max(h0a, h0b, h2)))
     truth = 0 if h0a >= h0b else 1
+    neither = bool(h2 > max(h0a, h0b))
+    rates = np.array([(x * weight).sum() + 0.5 for x in (a, b, o)])
+    rates = rates / rates.sum()
     t, m = (a, b) if truth == 0 else (b, a)
     on, off = float((m * weight).sum()), float((o * weight).sum())
     d = on / (on + off) if on + off > 0 else 0.5
@@ -158,16 +173,21 @@ def reading_test(
     prior = np.exp(log_prior - logsumexp(log_prior))
     exceed, drawn = 0, 0
     for count in replicates:
-        deltas = rng.choice(len(DELTA_GRID), size=count, p=prior)
-        chance = pi[deltas]  # replicates x models
-        right = rng.binomial(n.astype(int)[None, :], chance)
-        mistaken = rng.binomial(n.astype(int)[None, :] - right, d)
-        other = n[None, :] - right - mistaken
-        ra, rb = (right, mistaken) if truth == 0 else (mistaken, right)
-        r1, r0a, r0b = _marginals(
+        size = np.broadcast_to(n.astype(int), (count, len(n)))
+        if neither:
+            ra = rng.binomial(size, rates[0])
+            rb = rng.binomial(size - ra, rates[1] / (1 - rates[0]))
+        else:
+            deltas = rng.choice(len(DELTA_GRID), size=count, p=prior)
+            right = rng.binomial(size, pi[deltas])  # replicates x models
+            mistaken = rng.binomial(size - right, d)
+            ra, rb = (right, mistaken) if truth == 0 else (mistaken, right)
+        other = (size - ra - rb).astype(float)
+        r1, r0a, r0b, r2 = _marginals(
             ra.astype(float), rb.astype(float), other, log_pi, log_miss, weight, log_prior
         )
-        exceed += int((2 * (r1 - np.maximum(r0a, r0b)) >= statistic - 1e-9).sum())
+        null = np.maximum(np.maximum(r0a, r0b), r2)
+        exceed += int((2 * (r1 - null) >= statistic - 1e-9).sum())
         drawn += count
         if (exceed + 1) / (drawn + 1) > refine_below:
             break
@@ -176,6 +196,7 @@ def reading_test(
         pvalue=(exceed + 1) / (drawn + 1),
         replicates=drawn,
         truth_under_h0=truth,
+        neither_fits_better=neither,
         mistake_share=d,
         difficulty_h0=float(post0 @ DELTA_GRID),
         difficulty_h1=float(post1 @ DELTA_GRID),

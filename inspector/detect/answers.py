@@ -41,18 +41,21 @@ The posterior of an answer is then softmax(log prior + the weighted votes for it
   whose weight is near zero, never makes it). Confidence: that posterior. The evidence names
   the models, their weights, their shares of an independent voice and whom they share mistakes
   with.
-- `ambiguous` (checked first): the two answers with most of the vote weighed by log-odds of
-  reliability squared (`support_weight`: a shared mistake earns no support), the runner-up with
-  10% of it or more and the two with 60% together (two answers, not a scatter), each reached by
-  two voters, and a **test between models** (`answer_readings`) rejects, at p <= 0.01, "one of
-  them is the truth and the other the task's shared mistake" in favour of "two readings, each
-  model with its own lean". Under one truth every model's split follows its reliability (a
-  reliable model mostly on the truth, a weak one on the mistake), at one difficulty for the
-  task, whose distribution over the set is estimated from the set; under two readings a
-  reliable model may sit on either. A clean hard question (every model about 3:1, weak ones on
-  the distractor) is the first; a question read two ways by different capable models the
-  second. The evidence gives, per model, its samples on each answer, what one truth would give
-  it at its reliability, its lean, and the test's statistic and p-value (a parametric bootstrap).
+- `ambiguous` (checked first): among the three answers with most of the vote weighed by
+  log-odds of reliability squared (`support_weight`: a shared mistake earns no support), those
+  with 10% of it or more reached by two voters are tested pair by pair (the second reading of a
+  question can have less support than its common mistake), each pair by a **test between
+  models** (`answer_readings`): "two readings, each model with its own lean" against "one of
+  them is the truth and the other the task's shared mistake" (or "neither is right"). Under one
+  truth every model's split follows its reliability (a reliable model mostly on the truth, a
+  weak one on the mistake) at one difficulty for the task, whose distribution over the set is
+  estimated from the set; under two readings a reliable model may sit on either. A clean hard
+  question (every model about 3:1, weak ones on the distractor) is the first; a question that
+  different capable models read differently the second. A pair is flagged when two readings are
+  strongly better supported (2 log Bayes factor >= 6) and the p-value (a parametric bootstrap
+  under one truth) is at most 0.01 shared among the pairs tested. The evidence gives, per model,
+  its samples on each answer, what one truth would give it at its reliability, its lean and its
+  share of an independent voice, and the test's statistic and p-value.
 - `unsolvable`: no sample is right and no other answer has half the weighted vote; confidence:
   the chance that at least one sample would have been right, from the models' reliabilities,
   a model's n samples counting as sqrt(n) tries and a dependent model as its share of one
@@ -131,10 +134,16 @@ class AnswerSettings:
     # `support_weight`) when the runner-up has this share of it and the two together this
     # share (two answers, not a scatter: that is `unsolvable`'s) ...
     ambiguous_second_share: float = 0.1
-    ambiguous_pair_share: float = 0.6
+    ambiguous_pair_share: float = 0.0
     # ... and flags the task when the between-model test (`answer_readings`) rejects one truth
     # and a shared mistake at this level.
     ambiguous_pvalue: float = 0.01
+    # ... and its statistic (2 log of the Bayes factor of two readings against the best
+    # explanation by one truth) is at least this: strong evidence on Kass and Raftery's scale.
+    # The p-value alone would also reject a null that fits badly where two readings fit no
+    # better.
+    ambiguous_evidence: float = 6.0
+    ambiguous_contenders: int = 3  # the pairs among this many best supported answers
     # The set's distribution of task difficulty, for that test, is estimated on this many tasks.
     difficulty_max_tasks: int = 5000
     unsolvable_consensus: float = 0.5  # a non-label answer with this weighted share is consensus
@@ -823,24 +832,39 @@ def _verdict_flags(
         return out
 
     if counted >= settings.min_samples and len(support) >= 2:
-        (first, s1), (second, s2) = support[0], support[1]
-        test = None
-        if (
-            s2 >= settings.ambiguous_second_share
-            and s1 + s2 >= settings.ambiguous_pair_share
-            and any_votes.get(first, 0) >= settings.min_supporters
-            and any_votes.get(second, 0) >= settings.min_supporters
-        ):
-            test, per_model = _readings(
-                task_key,
-                group,
-                (first, second),
-                (name(first), name(second)),
-                present,
-                fit,
-                models_known,
+        # Every pair among the best supported answers is tested (the second reading may have
+        # less support than the task's common mistake); the level is shared among the pairs.
+        shares = dict(support)
+        contenders = [
+            k
+            for k, v in support[: settings.ambiguous_contenders]
+            if v >= settings.ambiguous_second_share
+            and any_votes.get(k, 0) >= settings.min_supporters
+        ]
+        pairs = [
+            (x, y)
+            for i, x in enumerate(contenders)
+            for y in contenders[i + 1 :]
+            if shares[x] + shares[y] >= settings.ambiguous_pair_share
+        ]
+        test, per_model, level = None, {}, settings.ambiguous_pvalue / max(1, len(pairs))
+        for x, y in pairs:
+            tried, rows = _readings(
+                task_key, group, (x, y), (name(x), name(y)), present, fit, models_known
             )
-        if test is not None and test.pvalue <= settings.ambiguous_pvalue:
+            if (
+                tried is not None
+                and tried.pvalue <= level
+                and tried.statistic >= settings.ambiguous_evidence
+                and (test is None or tried.statistic > test.statistic)
+            ):
+                test, per_model, (first, s1), (second, s2) = (
+                    tried,
+                    rows,
+                    (x, shares[x]),
+                    (y, shares[y]),
+                )
+        if test is not None:
             split = [name(first), name(second)]
             truth_h0 = split[test.truth_under_h0]
             found.append(
