@@ -160,6 +160,16 @@ def test_the_between_model_test_gives_the_same_p_value_on_every_run() -> None:
     assert first == flags_of(s.analyse(), key)["ambiguous"].evidence["readings_test"]
 
 
+def test_two_readings_neither_of_which_is_the_label_do_not_make_it_ambiguous() -> None:
+    s = SetBuilder()
+    key = s.task("How many weeks are in a month?", "7")
+    s.samples(key, "strong-a", ["4", "4", "4", "4"])
+    s.samples(key, "strong-b", ["5", "5", "5", "5"])
+    s.samples(key, "strong-c", ["4", "5", "5", "5"])
+    s.samples(key, WEAK, ["3", "3", "6", "3"])
+    assert "ambiguous" not in flags_of(s.analyse(), key)
+
+
 def hard_question_set() -> SetBuilder:
     """The strong models nearly always right, the weak one mostly wrong; a tenth of the tasks
     are hard: every strong model about 3:1 the truth against the task's common mistake, the weak

@@ -41,21 +41,23 @@ The posterior of an answer is then softmax(log prior + the weighted votes for it
   whose weight is near zero, never makes it). Confidence: that posterior. The evidence names
   the models, their weights, their shares of an independent voice and whom they share mistakes
   with.
-- `ambiguous` (checked first): among the three answers with most of the vote weighed by
-  log-odds of reliability squared (`support_weight`: a shared mistake earns no support), those
-  with 10% of it or more reached by two voters are tested pair by pair (the second reading of a
-  question can have less support than its common mistake), each pair by a **test between
-  models** (`answer_readings`): "two readings, each model with its own lean" against "one of
-  them is the truth and the other the task's shared mistake" (or "neither is right"). Under one
-  truth every model's split follows its reliability (a reliable model mostly on the truth, a
-  weak one on the mistake) at one difficulty for the task, whose distribution over the set is
-  estimated from the set; under two readings a reliable model may sit on either. A clean hard
-  question (every model about 3:1, weak ones on the distractor) is the first; a question that
-  different capable models read differently the second. A pair is flagged when two readings are
-  strongly better supported (2 log Bayes factor >= 6) and the p-value (a parametric bootstrap
-  under one truth) is at most 0.01 shared among the pairs tested. The evidence gives, per model,
-  its samples on each answer, what one truth would give it at its reliability, its lean and its
-  share of an independent voice, and the test's statistic and p-value.
+- `ambiguous` (checked first): the label and each other answer among the three with most of
+  the vote weighed by log-odds of reliability squared (`support_weight`: a shared mistake earns
+  no support) that has 10% of it or more, each reached by two voters, are tested pair by pair
+  (the second reading of a question can have less support than its common mistake; two other
+  answers splitting the samples say the label is wrong or the question broken, not that it has
+  two readings) by a **test between models** (`answer_readings`): "two readings, each model
+  with its own lean" against "one of them is the truth and the other the task's shared mistake"
+  (or "neither is right"). Under one truth every model's split follows its reliability (a
+  reliable model mostly on the truth, a weak one on the mistake) at one difficulty for the
+  task, whose distribution over the set is estimated from the set; under two readings a
+  reliable model may sit on either. A clean hard question (every model about 3:1, weak ones on
+  the distractor) is the first; a question that different capable models read differently the
+  second. A pair is flagged when two readings are better supported (2 log Bayes factor >= 4)
+  and the p-value (a parametric bootstrap under one truth) is at most 0.01 shared among the
+  pairs tested. The evidence gives, per model, its samples on each answer, what one truth would
+  give it at its reliability, its lean and its share of an independent voice, and the test's
+  statistic and p-value.
 - `unsolvable`: no sample is right and no other answer has half the weighted vote; confidence:
   the chance that at least one sample would have been right, from the models' reliabilities,
   a model's n samples counting as sqrt(n) tries and a dependent model as its share of one
@@ -139,10 +141,10 @@ class AnswerSettings:
     # and a shared mistake at this level.
     ambiguous_pvalue: float = 0.01
     # ... and its statistic (2 log of the Bayes factor of two readings against the best
-    # explanation by one truth) is at least this: strong evidence on Kass and Raftery's scale.
-    # The p-value alone would also reject a null that fits badly where two readings fit no
-    # better.
-    ambiguous_evidence: float = 6.0
+    # explanation by one truth) is at least this (a Bayes factor of e squared, "positive" on
+    # Kass and Raftery's scale): the p-value alone would also reject a null that fits badly
+    # where two readings fit no better.
+    ambiguous_evidence: float = 4.0
     ambiguous_contenders: int = 3  # the pairs among this many best supported answers
     # The set's distribution of task difficulty, for that test, is estimated on this many tasks.
     difficulty_max_tasks: int = 5000
@@ -841,11 +843,15 @@ def _verdict_flags(
             if v >= settings.ambiguous_second_share
             and any_votes.get(k, 0) >= settings.min_supporters
         ]
+        if _LABEL not in contenders and any_votes.get(_LABEL, 0) >= settings.min_supporters:
+            contenders.append(_LABEL)  # the label is one reading by definition: always tried
+        # A pair holds the label: two other answers splitting the samples say the label is
+        # wrong (mislabeled) or the question broken (unsolvable), not that it has two readings.
         pairs = [
             (x, y)
             for i, x in enumerate(contenders)
             for y in contenders[i + 1 :]
-            if shares[x] + shares[y] >= settings.ambiguous_pair_share
+            if _LABEL in (x, y) and shares[x] + shares[y] >= settings.ambiguous_pair_share
         ]
         test, per_model, level = None, {}, settings.ambiguous_pvalue / max(1, len(pairs))
         for x, y in pairs:
