@@ -199,6 +199,23 @@ def test_a_hard_question_where_every_model_errs_alike_by_its_reliability_is_not_
     assert flags_of(s.analyse(), key) == {}
 
 
+def test_a_hard_question_whose_label_is_the_common_mistake_is_mislabeled_by_how_models_split() -> (
+    None
+):
+    s = hard_question_set()
+    key = s.task("A hard one: 17 boxes of 23 pens, 40 lost. How many pens?", "391")
+    s.samples(key, "strong-a", ["351", "351", "351", "391"])
+    s.samples(key, "strong-b", ["351", "351", "391", "391"])
+    s.samples(key, "strong-c", ["351", "351", "351", "391"])
+    s.samples(key, WEAK, ["391", "391", "391", "391"])
+    found = flags_of(s.analyse(), key)
+    assert set(found) == {"mislabeled"}
+    flag = found["mislabeled"]
+    # the vote alone hesitates; the models' splits by reliability decide
+    assert flag.evidence["posterior"] < 0.9 <= flag.evidence["posterior_between_models"]
+    assert flag.confidence >= 0.9 and "split by reliability" in flag.explanation
+
+
 def test_one_truth_and_a_shared_mistake_explain_a_mislabeled_task_which_is_not_ambiguous() -> None:
     s = SetBuilder()
     key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "19")  # the mistake

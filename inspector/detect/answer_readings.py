@@ -59,6 +59,8 @@ class ReadingTest:
     expected_a: tuple[float, ...]  # per model: its samples on A and B that H0 predicts
     expected_b: tuple[float, ...]
     leans: tuple[float | None, ...]  # per model: its share of A among its A and B (H1's lean)
+    # log marginal likelihoods: two readings, A the truth (B the mistake), B the truth, neither
+    log_marginals: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
 def difficulty_prior(
@@ -143,7 +145,8 @@ def reading_test(
 ) -> ReadingTest:
     """The test of one task: per model, its answered samples on A, on B and on anything else,
     its reliability (a logit) and its weight. Bootstrap replicates come in rounds (199, then
-    1999 more while the p-value is below `refine_below`), seeded by `seed` (reproducible)."""
+    1999 more while the p-value is below `refine_below`), seeded by `seed` (reproducible); with
+    no rounds, only the marginal likelihoods are computed (the p-value is then 1)."""
     a, b, o = (np.asarray(x, dtype=float) for x in (a, b, o))
     pi = np.clip(expit(logit_p[None, :] - DELTA_GRID[:, None]), _EDGE, 1 - _EDGE)
     log_pi, log_miss = np.log(pi), np.log1p(-pi)
@@ -203,4 +206,5 @@ def reading_test(
         expected_a=tuple(float(x) for x in (expected_t if truth == 0 else expected_m)),
         expected_b=tuple(float(x) for x in (expected_m if truth == 0 else expected_t)),
         leans=tuple(float(x / (x + y)) if x + y > 0 else None for x, y in zip(a, b, strict=True)),
+        log_marginals=(float(h1), float(h0a), float(h0b), float(h2)),
     )

@@ -38,7 +38,12 @@ The posterior of an answer is then softmax(log prior + the weighted votes for it
 - `mislabeled`: a non-label answer's posterior reaches 0.9 (0.97 with no model known), at least
   two models give it half their samples or more, they are at least 1.5 independent models (see
   above), and it holds half the reliability-weighted vote or more (a weak models' majority,
-  whose weight is near zero, never makes it). Confidence: that posterior. The evidence names
+  whose weight is near zero, never makes it). Where the vote hesitates (a hard question: even
+  reliable models only 3:1 on the answer, weak ones on the label) the between-model comparison
+  of `ambiguous`'s test decides instead: the posterior that the answer is the truth and the
+  label the task's shared mistake rather than the other way round (each model's split following
+  its reliability; the label prior as in the vote), at least 0.9, with the same support above.
+  Confidence: the larger posterior. The evidence names
   the models, their weights, their shares of an independent voice and whom they share mistakes
   with.
 - `ambiguous` (checked first): the label and each other answer among the three with most of
@@ -914,12 +919,19 @@ def _verdict_flags(
         )
         backers = supporters.get(best, 0)
         voices = independent.get(best, 0.0) if models_known else float(backers)
-        if (
-            others[best] >= threshold
-            and backers >= settings.min_supporters
+        supported = (
+            backers >= settings.min_supporters
             and voices >= (settings.min_independent if models_known else settings.min_supporters)
             and (not models_known or vote_share.get(best, 0.0) >= settings.mislabeled_vote_share)
-        ):
+        )
+        confidence, between = others[best], None
+        if supported and confidence < threshold and models_known:
+            # The vote hesitates (a hard task: even reliable models 3:1): which answer is the
+            # truth and which the shared mistake, from how the models split by reliability.
+            between = _orientation(task_key, group, best, present, fit)
+            if between is not None:
+                confidence = max(confidence, between)
+        if supported and confidence >= threshold:
             share = sum(x.key == best for x in group) / counted
             names = sorted(
                 {v.voter for v in votes if v.key == best and v.share >= settings.support_share}
@@ -928,9 +940,15 @@ def _verdict_flags(
                 _finding(
                     task_key,
                     FlagCode.MISLABELED,
-                    others[best],
+                    confidence,
                     f"the samples agree on {best} instead of the label {label_shown}: posterior "
                     f"{others[best]:.2f} against {posterior.get(_LABEL, 0):.2f} for the label, "
+                    + (
+                        f"{confidence:.2f} from how the models split by reliability (the label "
+                        "as the shared mistake of a hard question), "
+                        if confidence > others[best]
+                        else ""
+                    )
                     + (
                         f"{backers} models behind it ({', '.join(names)}; {voices:.1f} "
                         f"independent), {vote_share.get(best, 0.0):.0%} of the "
@@ -943,6 +961,9 @@ def _verdict_flags(
                         {
                             "consensus": best,
                             "posterior": round(others[best], 4),
+                            "posterior_between_models": None
+                            if between is None
+                            else round(between, 4),
                             "supporting_models": backers,
                             "independent_models": round(voices, 2),
                             "vote_share": round(vote_share.get(best, 0.0), 4),
@@ -1020,6 +1041,7 @@ def _readings(
     present: list[str],
     fit: _Fit,
     models_known: bool,
+    replicates: tuple[int, ...] = (199, 1999),
 ) -> tuple[ReadingTest | None, dict[str, dict]]:
     """The between-model test (`answer_readings.reading_test`) of `first` and `second` on a
     task, and per model what a reviewer judges it by: its samples on each, what one truth and a
@@ -1049,6 +1071,7 @@ def _readings(
         voices,
         fit.difficulty,
         seed=task_key,
+        replicates=replicates,
     )
     per_model = {
         m: {
@@ -1068,6 +1091,29 @@ def _readings(
         for i, m in enumerate(models)
     }
     return test, per_model
+
+
+def _orientation(
+    task_key: int, group: list[_Sample], other: str, present: list[str], fit: _Fit
+) -> float | None:
+    """The posterior that `other` is the truth and the label the task's shared mistake rather
+    than the other way round, from the between-model test's marginal likelihoods of the two
+    (`answer_readings`: each model's split following its reliability at one difficulty), the
+    label prior spread as in the vote (over the answers at least two models reached)."""
+    test, _ = _readings(
+        task_key, group, (_LABEL, other), ("label", other), present, fit, True, replicates=()
+    )
+    if test is None:
+        return None
+    _, label_truth, other_truth, _ = test.log_marginals
+    reached: dict[str, set[str]] = {}
+    for x in group:
+        if x.key is not None and x.key != _LABEL:
+            reached.setdefault(x.key, set()).add(x.model)
+    rivals = max(1, sum(len(m) >= 2 for m in reached.values()))
+    prior = min(max(fit.label_prior, 1e-6), 1 - 1e-6)
+    log_odds = other_truth + math.log((1 - prior) / rivals) - (label_truth + math.log(prior))
+    return float(1.0 / (1.0 + math.exp(-max(-700.0, min(700.0, log_odds)))))
 
 
 def _unverifiable(task_key: int, row: Any) -> FlagFinding:
