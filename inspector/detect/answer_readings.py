@@ -142,11 +142,13 @@ def reading_test(
     seed: int,
     replicates: tuple[int, ...] = (199, 1999),
     refine_below: float = 0.05,
+    min_statistic: float = -np.inf,
 ) -> ReadingTest:
     """The test of one task: per model, its answered samples on A, on B and on anything else,
     its reliability (a logit) and its weight. Bootstrap replicates come in rounds (199, then
     1999 more while the p-value is below `refine_below`), seeded by `seed` (reproducible); with
-    no rounds, only the marginal likelihoods are computed (the p-value is then 1)."""
+    no rounds, or a statistic below `min_statistic` (no flag can follow), only the marginal
+    likelihoods are computed, and the p-value is 1."""
     a, b, o = (np.asarray(x, dtype=float) for x in (a, b, o))
     pi = np.clip(expit(logit_p[None, :] - DELTA_GRID[:, None]), _EDGE, 1 - _EDGE)
     log_pi, log_miss = np.log(pi), np.log1p(-pi)
@@ -175,7 +177,7 @@ def reading_test(
     rng = np.random.default_rng(seed)
     prior = np.exp(log_prior - logsumexp(log_prior))
     exceed, drawn = 0, 0
-    for count in replicates:
+    for count in replicates if statistic >= min_statistic else ():
         size = np.broadcast_to(n.astype(int), (count, len(n)))
         if neither:
             ra = rng.binomial(size, rates[0])

@@ -43,9 +43,8 @@ The posterior of an answer is then softmax(log prior + the weighted votes for it
   of `ambiguous`'s test decides instead: the posterior that the answer is the truth and the
   label the task's shared mistake rather than the other way round (each model's split following
   its reliability; the label prior as in the vote), at least 0.9, with the same support above.
-  Confidence: the larger posterior. The evidence names
-  the models, their weights, their shares of an independent voice and whom they share mistakes
-  with.
+  Confidence: the larger posterior. The evidence names the models, their weights, their shares
+  of an independent voice and whom they share mistakes with.
 - `ambiguous` (checked first): the label and each other answer among the three with most of
   the vote weighed by log-odds of reliability squared (`support_weight`: a shared mistake earns
   no support) that has 10% of it or more, each reached by two voters, are tested pair by pair
@@ -861,7 +860,14 @@ def _verdict_flags(
         test, per_model, level = None, {}, settings.ambiguous_pvalue / max(1, len(pairs))
         for x, y in pairs:
             tried, rows = _readings(
-                task_key, group, (x, y), (name(x), name(y)), present, fit, models_known
+                task_key,
+                group,
+                (x, y),
+                (name(x), name(y)),
+                present,
+                fit,
+                models_known,
+                min_statistic=settings.ambiguous_evidence,
             )
             if (
                 tried is not None
@@ -1042,6 +1048,7 @@ def _readings(
     fit: _Fit,
     models_known: bool,
     replicates: tuple[int, ...] = (199, 1999),
+    min_statistic: float = -math.inf,
 ) -> tuple[ReadingTest | None, dict[str, dict]]:
     """The between-model test (`answer_readings.reading_test`) of `first` and `second` on a
     task, and per model what a reviewer judges it by: its samples on each, what one truth and a
@@ -1072,6 +1079,7 @@ def _readings(
         fit.difficulty,
         seed=task_key,
         replicates=replicates,
+        min_statistic=min_statistic,
     )
     per_model = {
         m: {
