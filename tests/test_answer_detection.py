@@ -125,15 +125,104 @@ def test_one_model_alone_never_makes_a_task_mislabeled() -> None:
     assert "mislabeled" not in flags_of(s.analyse(), key)
 
 
-def test_answers_split_between_two_values_by_reliable_models_are_ambiguous() -> None:
+def two_readings() -> tuple[SetBuilder, int]:
     s = SetBuilder()
     key = s.task("How many weeks are in a month?", "4")
-    s.samples(key, "strong-a", ["4", "4", "5", "5"])
-    s.samples(key, "strong-b", ["5", "4", "5", "4"])
-    s.samples(key, "strong-c", ["4", "5", "4", "5"])
+    s.samples(key, "strong-a", ["4", "4", "4", "4"])
+    s.samples(key, "strong-b", ["5", "5", "5", "5"])
+    s.samples(key, "strong-c", ["4", "5", "5", "5"])
+    s.samples(key, WEAK, ["3", "3", "6", "3"])
+    return s, key
+
+
+def test_reliable_models_that_take_different_readings_make_a_question_ambiguous() -> None:
+    s, key = two_readings()
     found = flags_of(s.analyse(), key)
     assert set(found) == {"ambiguous"}
-    assert sorted(found["ambiguous"].evidence["split"]) == ["4", "5"]
+    flag = found["ambiguous"]
+    assert sorted(flag.evidence["split"]) == ["4", "5"]
+    # the reviewer sees why: under one truth, a reliable model sits all on what would be the
+    # mistake, where its reliability predicts about one sample there; and the test's figures
+    test = flag.evidence["readings_test"]
+    assert test["pvalue"] <= 0.01 and "p = " in flag.explanation
+    mistake = next(a for a in flag.evidence["split"] if a != test["truth_under_one_truth"])
+    surprising = [
+        m
+        for m, row in test["per_model"].items()
+        if row["samples"][mistake] == 4 and row["one_truth_expects"][mistake] < 1.5
+    ]
+    assert surprising and set(surprising) <= {"strong-a", "strong-b"}
+
+
+def test_the_between_model_test_gives_the_same_p_value_on_every_run() -> None:
+    s, key = two_readings()
+    first = flags_of(s.analyse(), key)["ambiguous"].evidence["readings_test"]
+    assert first == flags_of(s.analyse(), key)["ambiguous"].evidence["readings_test"]
+
+
+def test_two_readings_neither_of_which_is_the_label_do_not_make_it_ambiguous() -> None:
+    s = SetBuilder()
+    key = s.task("How many weeks are in a month?", "7")
+    s.samples(key, "strong-a", ["4", "4", "4", "4"])
+    s.samples(key, "strong-b", ["5", "5", "5", "5"])
+    s.samples(key, "strong-c", ["4", "5", "5", "5"])
+    s.samples(key, WEAK, ["3", "3", "6", "3"])
+    assert "ambiguous" not in flags_of(s.analyse(), key)
+
+
+def hard_question_set() -> SetBuilder:
+    """The strong models nearly always right, the weak one mostly wrong; a tenth of the tasks
+    are hard: every strong model about 3:1 the truth against the task's common mistake, the weak
+    model on the mistake."""
+    s = SetBuilder(clean=0)
+    for i in range(60):
+        truth, mistake = str(2 * i + 3), str(2 * i + 4)
+        key = s.task(f"Tom has {i} apples and buys {i + 3} more. How many now?", truth)
+        hard = i % 10 == 0
+        for at, model in enumerate(STRONG):
+            answers = [truth] * 4
+            if hard:
+                answers[at % 4] = mistake
+            elif i % 7 == at:
+                answers[0] = mistake
+            s.samples(key, model, answers)
+        s.samples(key, WEAK, [mistake] * 3 + [truth if i % 3 else str(2 * i + 9)])
+    return s
+
+
+def test_a_hard_question_where_every_model_errs_alike_by_its_reliability_is_not_ambiguous() -> None:
+    s = hard_question_set()
+    key = s.task("A hard one: 17 boxes of 23 pens, 40 lost. How many pens?", "351")
+    for model in STRONG:
+        s.samples(key, model, ["351", "351", "351", "391"])
+    s.samples(key, WEAK, ["391", "391", "391", "351"])
+    assert flags_of(s.analyse(), key) == {}
+
+
+def test_a_hard_question_whose_label_is_the_common_mistake_is_mislabeled_by_how_models_split() -> (
+    None
+):
+    s = hard_question_set()
+    key = s.task("A hard one: 17 boxes of 23 pens, 40 lost. How many pens?", "391")
+    s.samples(key, "strong-a", ["351", "351", "351", "391"])
+    s.samples(key, "strong-b", ["351", "351", "391", "391"])
+    s.samples(key, "strong-c", ["351", "351", "351", "391"])
+    s.samples(key, WEAK, ["391", "391", "391", "391"])
+    found = flags_of(s.analyse(), key)
+    assert set(found) == {"mislabeled"}
+    flag = found["mislabeled"]
+    # the vote alone hesitates; the models' splits by reliability decide
+    assert flag.evidence["posterior"] < 0.9 <= flag.evidence["posterior_between_models"]
+    assert flag.confidence >= 0.9 and "split by reliability" in flag.explanation
+
+
+def test_one_truth_and_a_shared_mistake_explain_a_mislabeled_task_which_is_not_ambiguous() -> None:
+    s = SetBuilder()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "19")  # the mistake
+    for model in STRONG:
+        s.samples(key, model, ["20", "20", "20", "19"])
+    s.samples(key, WEAK, ["19", "19", "19", "20"])
+    assert set(flags_of(s.analyse(), key)) == {"mislabeled"}
 
 
 def test_a_question_nobody_answers_with_its_label_and_nobody_agrees_on_is_unsolvable() -> None:
@@ -293,3 +382,81 @@ def test_every_probe_text_holds_the_label_but_commits_to_no_right_answer() -> No
     assert texts["first_number"].startswith("18") and "\\boxed{18}" not in texts["first_number"]
     digits = "".join(ch for ch in texts["scattered_digits"] if ch.isdigit())
     assert digits == "18" and "18" not in texts["scattered_digits"]
+
+
+def twin_set(clean: int = 40) -> SetBuilder:
+    """Three independent strong models, and two prompts of one base model ("base-8shot",
+    "base-0shot") that make the same mistakes: on every fourth task both give the same wrong
+    answer, which the independent models do not."""
+    s = SetBuilder(clean=0)
+    for i in range(clean):
+        key = s.task(f"Ann has {i} pens and gets {i + 5} more. How many now?", str(2 * i + 5))
+        for model in STRONG:
+            s.samples(key, model, [str(2 * i + 5)])
+        twin = str(2 * i + 6) if i % 4 == 0 else str(2 * i + 5)
+        s.samples(key, "base-8shot", [twin])
+        s.samples(key, "base-0shot", [twin])
+    return s
+
+
+def test_two_prompts_of_one_model_that_share_their_mistakes_are_found_dependent() -> None:
+    analysis = twin_set().analyse()
+    assert analysis.model_dependence["base-8shot"]["base-0shot"] >= 0.5
+    assert "strong-a" not in analysis.model_dependence  # independent models are not discounted
+
+
+def test_two_prompts_of_one_model_agreeing_count_as_one_voice() -> None:
+    s = twin_set()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "20")
+    for model in ("base-8shot", "base-0shot"):
+        s.samples(key, model, ["24"])
+    s.samples(key, "strong-a", ["24"])
+    s.samples(key, "strong-b", ["20"])
+    s.samples(key, "strong-c", [None])
+    analysis = s.analyse()
+    assert "mislabeled" not in flags_of(analysis, key)
+    # three models agree, but the vote counts the pair as (about) one voice
+    votes = {v.voter: v.discount for v in analysis_votes(s, key) if v.key != "\x00label"}
+    assert votes["base-8shot"] < 0.75 and votes["strong-a"] == 1.0
+
+
+def analysis_votes(s: SetBuilder, key: int):
+    from inspector.detect import answers
+
+    samples = answers._answer_keys(pd.DataFrame(s.verdicts))
+    fit = answers._fit(samples, {t["task_key"] for t in s.tasks}, True, answers.AnswerSettings())
+    return answers._votes_by_task(fit.votes)[key]
+
+
+def test_a_mislabeled_flag_names_its_models_and_the_effective_number_of_independent_ones() -> None:
+    s = twin_set()
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "18")
+    for model in (*STRONG, "base-8shot", "base-0shot"):
+        s.samples(key, model, ["20"])
+    flag = flags_of(s.analyse(), key)["mislabeled"]
+    assert flag.evidence["supporting_models"] == 5
+    assert 3.0 <= flag.evidence["independent_models"] < 5.0
+    assert flag.evidence["models"]["base-8shot"]["shares_mistakes_with"]["base-0shot"] >= 0.5
+    assert "independent" in flag.explanation and "strong-a" in flag.explanation
+
+
+def test_several_weak_models_agreeing_on_a_mistake_do_not_overturn_a_label() -> None:
+    s = SetBuilder()
+    for i in range(30):  # two more weak models, as weak as the first
+        s.samples(i, "weak-2", [str(2 * i + 2)] * 4)
+        s.samples(i, "weak-3", [str(2 * i + 3) if i % 3 == 0 else str(2 * i + 1)] * 4)
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "20")
+    for model in (WEAK, "weak-2", "weak-3"):
+        s.samples(key, model, ["21"] * 4)
+    s.samples(key, "strong-a", ["20", "20", "21", None])
+    s.samples(key, "strong-b", ["20", None, None, None])
+    assert "mislabeled" not in flags_of(s.analyse(), key)
+
+
+def test_the_label_prior_counts_only_the_tasks_the_vote_decides() -> None:
+    s = SetBuilder()
+    for i in range(10):  # questions nobody can answer: they say nothing about the labels
+        key = s.task(f"Tom has some apples, case {i}. How many now?", str(100 + i))
+        for model in (*STRONG, WEAK):
+            s.samples(key, model, [str(i), str(i + 7), None, str(3 * i + 1)])
+    assert s.analyse().label_prior >= 0.9

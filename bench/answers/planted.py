@@ -7,15 +7,22 @@ writes DIR/tasks.jsonl (our own schema), DIR/samples.jsonl, DIR/truth.json (task
 planted defects, [] for a clean task) and DIR/meta.json (the simulated models' accuracies, and
 the verifier-gaming samples: responses that must not be rewarded).
 
-The simulation: six models of accuracy 0.35 to 0.9 (shifted per task by a difficulty), four
+The simulation: ten models of accuracy 0.1 to 0.9 (shifted per task by a difficulty), four
 samples each per task, each written in one of several styles (a chain of thought ending in
 `\\boxed{}`, GSM8K's "#### X", "The answer is X."), some without any final answer. Wrong answers
 are drawn from each task's distractors, most often its one common mistake, so that models share
-mistakes as real ones do. Defects are planted on disjoint tasks, about 6% each:
+mistakes as real ones do. Three pairs of models share a base model (`FOLLOWS`, as real output
+sets come in pairs: two prompts of one model, a model and its verifier-best-of-n): the follower
+repeats its leader's wrong answer, sample for sample, with probability 0.85, and otherwise answers
+on its own at an accuracy chosen so that its overall accuracy is its nominal one. Defects are
+planted on disjoint tasks, about 6% each:
 
 - `mislabeled`: the label is replaced by the task's common mistake; models answer the true value.
-- `ambiguous`: the question has two valid answers; each model splits its right answers between
-  them by a preference of its own; the label is one of them.
+- `ambiguous`: the question has two valid answers whose readings attract different models: each
+  base model (a pair shares one) leans to one reading (0.8 to 1 of its right answers) or, one
+  time in five, splits evenly; each reading is taken by at least one capable model (accuracy 0.6
+  or more: a reading only weak models take is indistinguishable from a shared mistake); the
+  label is one of them.
 - `unsolvable`: a number the question needs is removed; the answers scatter; the label is kept.
 - `unverifiable_label`: the label is garbage or empty LaTeX.
 - `answer_leak`: the question states its answer.
@@ -50,13 +57,25 @@ DOMAINS: dict[str, str] = {
 }
 MODELS: dict[str, float] = {
     "sim-large": 0.9,
-    "sim-medium": 0.8,
-    "sim-tuned": 0.7,
-    "sim-small": 0.6,
-    "sim-base": 0.48,
-    "sim-tiny": 0.35,
+    "sim-large-cot": 0.85,
+    "sim-medium": 0.78,
+    "sim-tuned": 0.68,
+    "sim-tuned-best": 0.62,
+    "sim-small": 0.5,
+    "sim-base": 0.35,
+    "sim-base-fewshot": 0.28,
+    "sim-tiny": 0.18,
+    "sim-micro": 0.1,
 }
-SAMPLES_PER_MODEL = 8
+# Output sets that share a base model (another prompt, a best-of-n variant): the follower makes
+# its leader's mistake, sample for sample, with probability SHARED_MISTAKE.
+FOLLOWS: dict[str, str] = {
+    "sim-large-cot": "sim-large",
+    "sim-tuned-best": "sim-tuned",
+    "sim-base-fewshot": "sim-base",
+}
+SHARED_MISTAKE = 0.85
+SAMPLES_PER_MODEL = 4
 DEFECTS = (
     "mislabeled",
     "ambiguous",
@@ -118,7 +137,10 @@ def generate(out: Path, *, seed: int, tasks: int) -> dict[str, list[str]]:
     truth = {t.task_id: sorted(set(t.defects)) for t in planted}
     (out / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True))
     (out / "meta.json").write_text(
-        json.dumps({"seed": seed, "models": MODELS, "gaming_samples": gaming}, indent=1)
+        json.dumps(
+            {"seed": seed, "models": MODELS, "follows": FOLLOWS, "gaming_samples": gaming},
+            indent=1,
+        )
     )
     return truth
 
@@ -282,11 +304,26 @@ def _samples(planted: list[PlantedTask], rng: random.Random) -> tuple[list[dict]
     samples: list[dict] = []
     for t in planted:
         numbers = _NUMBER.findall(t.question)[:6]
-        preference = {m: rng.uniform(0.3, 0.7) for m in MODELS}
+        preference = _preferences(rng) if len(t.valid) > 1 else {}
+        leader_values: dict[str, list[str | None]] = {}
         for model, accuracy in MODELS.items():
             p = 1.0 if t.trivial else _logistic(_logit(accuracy) - t.difficulty)
+            leader = FOLLOWS.get(model)
+            if leader is not None and not t.trivial:
+                # The leader is wrong with a value on about (1 - pl) 0.9 of its samples, and the
+                # follower then repeats it with SHARED_MISTAKE; on the rest it answers on its own
+                # at the accuracy that keeps its overall accuracy at p.
+                pl = _logistic(_logit(MODELS[leader]) - t.difficulty)
+                own = 1.0 - (1 - pl) * 0.9 * SHARED_MISTAKE
+                p = min(0.99, p / own)
+            values = []
             for k in range(SAMPLES_PER_MODEL):
-                if t.scatter:
+                copied = (
+                    leader_values.get(leader, [None] * SAMPLES_PER_MODEL)[k] if leader else None
+                )
+                if copied is not None and copied not in t.valid and rng.random() < SHARED_MISTAKE:
+                    value = copied
+                elif t.scatter:
                     value = rng.choice(other_values(t.truth, 6, rng) + [str(rng.randint(1, 5000))])
                     if value == t.label:
                         value = None
@@ -294,7 +331,7 @@ def _samples(planted: list[PlantedTask], rng: random.Random) -> tuple[list[dict]
                 elif rng.random() < p:
                     value = (
                         t.valid[0]
-                        if len(t.valid) == 1 or rng.random() < preference[model]
+                        if len(t.valid) == 1 or rng.random() < preference[leader or model]
                         else t.valid[1]
                     )
                 elif rng.random() < 0.1:
@@ -307,6 +344,7 @@ def _samples(planted: list[PlantedTask], rng: random.Random) -> tuple[list[dict]
                         value = t.distractors[1 % len(t.distractors)]
                     else:
                         value = rng.choice(other_values(t.truth, 5, rng))
+                values.append(value)
                 samples.append(
                     {
                         "task_id": t.task_id,
@@ -315,6 +353,7 @@ def _samples(planted: list[PlantedTask], rng: random.Random) -> tuple[list[dict]
                         "response": _response(value, t, numbers, rng),
                     }
                 )
+            leader_values[model] = values
     # Verifier-gaming responses on a few samples of clean tasks: they must earn nothing.
     gaming: list[dict] = []
     by_id = {t.task_id: t for t in planted}
@@ -327,6 +366,27 @@ def _samples(planted: list[PlantedTask], rng: random.Random) -> tuple[list[dict]
         )[probe]
         gaming.append({"task_id": t.task_id, "sample_id": samples[i]["sample_id"], "probe": probe})
     return samples, gaming
+
+
+def _preferences(rng: random.Random) -> dict[str, float]:
+    """Each base model's chance of taking the first reading of an ambiguous question when it
+    answers it right: it leans to one reading, or one time in five splits evenly; each reading
+    is taken by at least one capable model (accuracy 0.6 or more)."""
+    bases = [m for m in MODELS if m not in FOLLOWS]
+    capable = [m for m in bases if MODELS[m] >= 0.6]
+    while True:
+        lean = {m: rng.choice((0, 1)) if rng.random() < 0.8 else None for m in bases}
+        readings = {lean[m] for m in capable}
+        if {0, 1} <= readings:
+            break
+    return {
+        m: rng.uniform(0.4, 0.6)
+        if lean[m] is None
+        else rng.uniform(0.8, 1.0)
+        if lean[m] == 0
+        else rng.uniform(0.0, 0.2)
+        for m in bases
+    }
 
 
 def _response(value: str | None, t: PlantedTask, numbers: list[str], rng: random.Random) -> str:

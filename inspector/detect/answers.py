@@ -20,20 +20,52 @@ weighed by how reliable their model is:
   with no model known at all votes sample by sample, all samples sharing one reliability, and
   needs a higher posterior for `mislabeled` (nothing shows that agreeing samples are
   independent).
-- **The label has a prior**: the set's label accuracy, estimated as the mean posterior of the
-  labels (bounded to [0.5, 0.98]; the first round starts from 0.7 so that the estimate can move),
-  the rest spread over the answers at least two voters reached.
+- **Output sets of one base model are not independent** (two prompts of one model, a model and
+  its verifier-best-of-n): `_dependence` estimates every pair's error agreement rho on the
+  decided tasks of the set, the excess of their shared wrong answers over what the task's other
+  wrong models would give (so a task's common distractor is not taken for dependence). Each
+  vote counts 1 / (1 + the sum of rho times the share of the other voters on the same answer):
+  two models that always share their mistakes and agree are one voice, and the *effective
+  number of independent models* behind an answer is the sum of those discounts.
+- **The label has a prior**: the set's label accuracy, estimated on the tasks the vote decides
+  (an answer's posterior at least 0.9) as the share whose label is that answer (bounded to
+  [0.5, 0.99]; the first round starts from 0.7 so that the estimate can move); an undecided task
+  (weak models scattering, a broken question) says nothing about the labels. The rest of the
+  prior is spread over the answers at least two voters reached.
 
 The posterior of an answer is then softmax(log prior + the weighted votes for it). The flags:
 
-- `mislabeled`: a non-label answer's posterior reaches 0.9 (0.97 with no model known) and at least
-  two models give it half their samples or more. Confidence: that posterior.
-- `ambiguous` (checked first): the two answers with most of the vote weighed by log-odds of
-  reliability squared (`support_weight`: a shared mistake earns no support) hold at least 25%
-  and at most 70%, each reached by two voters, and the samples on the one that is not the label
-  are more than shared mistakes would make (a Poisson-binomial tail, p <= 0.05).
+- `mislabeled`: a non-label answer's posterior reaches 0.9 (0.97 with no model known), at least
+  two models give it half their samples or more, they are at least 1.5 independent models (see
+  above), and it holds half the reliability-weighted vote or more (a weak models' majority,
+  whose weight is near zero, never makes it). Where the vote hesitates (a hard question: even
+  reliable models only 3:1 on the answer, weak ones on the label) the between-model comparison
+  of `ambiguous`'s test decides instead: the posterior that the answer is the truth and the
+  label the task's shared mistake rather than the other way round (each model's split following
+  its reliability; the label prior as in the vote), at least 0.9, with the same support above.
+  Confidence: the larger posterior. The evidence names the models, their weights, their shares
+  of an independent voice and whom they share mistakes with.
+- `ambiguous` (checked first): the label and each other answer among the three with most of
+  the vote weighed by log-odds of reliability squared (`support_weight`: a shared mistake earns
+  no support) that has 10% of it or more, each reached by two voters, are tested pair by pair
+  (the second reading of a question can have less support than its common mistake; two other
+  answers splitting the samples say the label is wrong or the question broken, not that it has
+  two readings) by a **test between models** (`answer_readings`): "two readings, each model
+  with its own lean" against "one of them is the truth and the other the task's shared mistake"
+  (or "neither is right"). Under one truth every model's split follows its reliability (a
+  reliable model mostly on the truth, a weak one on the mistake) at one difficulty for the
+  task, whose distribution over the set is estimated from the set; under two readings a
+  reliable model may sit on either. A clean hard question (every model about 3:1, weak ones on
+  the distractor) is the first; a question that different capable models read differently the
+  second. A pair is flagged when two readings are better supported (2 log Bayes factor >= 4)
+  and the p-value (a parametric bootstrap under one truth) is at most 0.01 shared among the
+  pairs tested. The evidence gives, per model, its samples on each answer, what one truth would
+  give it at its reliability, its lean and its share of an independent voice, and the test's
+  statistic and p-value.
 - `unsolvable`: no sample is right and no other answer has half the weighted vote; confidence:
-  the chance that at least one sample would have been right, from the models' reliabilities.
+  the chance that at least one sample would have been right, from the models' reliabilities,
+  a model's n samples counting as sqrt(n) tries and a dependent model as its share of one
+  independent voice (output sets of one base model fail together).
 - `no_signal`: at least 8 samples, all right or all wrong, and no blocking flag above (the task
   leaves the set anyway).
 - `answer_leak`: a phrase of the question states the label ("the answer is 42", "(Answer: 42)",
@@ -60,6 +92,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from inspector.detect.answer_readings import ReadingTest, difficulty_prior, reading_test
 from inspector.detect.codes import FlagCode
 from inspector.detect.depth import severity
 from inspector.detect.flags import FlagFinding
@@ -103,17 +136,38 @@ class AnswerSettings:
     min_supporters: int = 2  # distinct models (samples, with no model known) on the consensus
     support_share: float = 0.5  # a model supports an answer when this share of it gives it
     min_samples: int = 4  # answered-or-not samples a task needs for any verdict-based flag
-    # Two answers are both well supported when the runner-up has this share of the vote
-    # weighed by reliability (see `support_weight`), and the leader at most the other.
-    ambiguous_second_share: float = 0.25
-    ambiguous_top_share: float = 0.7
-    # ... and the samples on the answer that is not the label are more than shared mistakes
-    # would make: the chance of at least as many, each sample of a model of reliability p
-    # landing there by mistake with chance (1 - p) q, is at most this.
-    ambiguous_pvalue: float = 0.05
+    # `ambiguous` tests the two answers with most of the vote weighed by reliability (see
+    # `support_weight`) when the runner-up has this share of it and the two together this
+    # share (two answers, not a scatter: that is `unsolvable`'s) ...
+    ambiguous_second_share: float = 0.1
+    ambiguous_pair_share: float = 0.0
+    # ... and flags the task when the between-model test (`answer_readings`) rejects one truth
+    # and a shared mistake at this level.
+    ambiguous_pvalue: float = 0.01
+    # ... and its statistic (2 log of the Bayes factor of two readings against the best
+    # explanation by one truth) is at least this (a Bayes factor of e squared, "positive" on
+    # Kass and Raftery's scale): the p-value alone would also reject a null that fits badly
+    # where two readings fit no better.
+    ambiguous_evidence: float = 4.0
+    ambiguous_contenders: int = 3  # the pairs among this many best supported answers
+    # The set's distribution of task difficulty, for that test, is estimated on this many tasks.
+    difficulty_max_tasks: int = 5000
     unsolvable_consensus: float = 0.5  # a non-label answer with this weighted share is consensus
     no_signal_min_samples: int = 8
-    label_prior_bounds: tuple[float, float] = (0.5, 0.98)
+    label_prior_bounds: tuple[float, float] = (0.5, 0.99)
+    # The label prior is the label's share of the tasks the vote decides (an answer's posterior
+    # at least this): an undecided task (a broken question, weak models only) says nothing
+    # about how often the labels are right.
+    confident_posterior: float = 0.9
+    # `mislabeled` also needs this share of the reliability-weighted vote on the consensus, and
+    # this many independent models behind it (the effective number: two output sets of one base
+    # model that share their mistakes count as about one).
+    mislabeled_vote_share: float = 0.5
+    min_independent: float = 1.5
+    # Two models' error agreement (`_dependence`) is smoothed towards independence by this many
+    # pseudo-tasks on which both were wrong; dependence is estimated for up to this many models.
+    dependence_prior: float = 1.0
+    dependence_max_models: int = 64
     reliability_prior: tuple[float, float] = (2.0, 2.0)  # Beta(a, b): a agreements, b not
     coincidence_bounds: tuple[float, float] = (0.02, 0.9)
     em_rounds: int = 6
@@ -150,6 +204,9 @@ class AnswerAnalysis:
     model_reliability: dict[str, float] = field(default_factory=dict)
     label_prior: float | None = None
     coincidence: float | None = None
+    # model -> {other model: error agreement}, for the pairs that share their mistakes beyond
+    # chance (at least 0.2; see `_dependence`).
+    model_dependence: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def analyse_answers(
@@ -175,6 +232,7 @@ def analyse_answers(
     samples = _answer_keys(verdicts[verdicts["status"] != NOT_COUNTED])
     models_known = bool((samples["model"] != "").any())
     fit = _fit(samples, verifiable, models_known, settings)
+    fit.difficulty = _difficulty(fit, verifiable, settings)
 
     findings: list[FlagFinding] = []
     stats: dict[int, AnswerStats] = {}
@@ -216,6 +274,7 @@ def analyse_answers(
         model_reliability=fit.reliability,
         label_prior=round(fit.label_prior, 4),
         coincidence=round(fit.coincidence, 4),
+        model_dependence=_notable_dependence(fit.dependence),
     )
 
 
@@ -266,6 +325,11 @@ class _Fit:
     task_reliability: dict[tuple[int, str], float]  # (task, group) -> leave-one-out estimate
     label_prior: float
     coincidence: float
+    # voter -> voter -> error agreement in [0, 1] (zero on the diagonal); empty when the voters
+    # are not models
+    dependence: dict[str, dict[str, float]] = field(default_factory=dict)
+    # log weights of a task's difficulty on `answer_readings.DELTA_GRID` (see `_difficulty`)
+    difficulty: np.ndarray | None = None
 
 
 def _fit(
@@ -302,10 +366,11 @@ def _fit(
     cands["post"] = cands["is_label"].astype(float)  # round one: the labels are the truth
 
     a, b = settings.reliability_prior
-    low, high = settings.label_prior_bounds
     label_prior = settings.start_label_prior
     coincidence = 0.5
     task_rel = pd.Series(dtype=float)
+    dependence = pd.DataFrame(dtype=float)
+    votes["discount"] = 1.0
     for round_ in range(max(1, settings.em_rounds)):
         merged = votes.merge(cands[["task_key", "key", "post"]], on=["task_key", "key"], how="left")
         merged["agree"] = merged["share"] * merged["post"].fillna(0.0)
@@ -329,15 +394,10 @@ def _fit(
         )
         coincidence = _coincidence(votes, cands, settings)
         if round_ > 0:
-            label_prior = float(
-                np.clip(
-                    cands.loc[cands["is_label"] & cands["task_key"].isin(verifiable), "post"].mean()
-                    if len(verifiable)
-                    else high,
-                    low,
-                    high,
-                )
-            )
+            label_prior = _label_prior(cands, verifiable, settings)
+            if models_known:
+                dependence = _dependence(votes, cands, verifiable, coincidence, settings)
+                votes["discount"] = _discount(votes, dependence)
         votes = votes.drop(columns=["weight"], errors="ignore")
         rel = votes.set_index(["task_key", "group"]).index.map(task_rel.to_dict())
         rel = pd.Series(rel, index=votes.index, dtype=float)
@@ -351,7 +411,7 @@ def _fit(
         # alone (no credit for agreeing, which `weight` adds: a shared mistake is no support).
         votes["support_weight"] = np.maximum(0.0, np.log(p / (1 - p))) ** 2
         scored = (
-            votes.assign(s=votes["weight"] * votes["strength"])
+            votes.assign(s=votes["weight"] * votes["strength"] * votes["discount"])
             .groupby(["task_key", "key"])["s"]
             .sum()
         )
@@ -380,7 +440,172 @@ def _fit(
         task_reliability={(int(t), str(g)): float(v) for (t, g), v in task_rel.items()},
         label_prior=label_prior,
         coincidence=coincidence,
+        dependence={
+            str(i): {str(j): float(dependence.at[i, j]) for j in dependence.columns}
+            for i in dependence.index
+        },
     )
+
+
+def _difficulty(fit: _Fit, verifiable: set[int], settings: AnswerSettings) -> np.ndarray:
+    """How a task's difficulty spreads over the set (`answer_readings.difficulty_prior`), from
+    every verifiable task's votes with its most probable answer as its truth (a hard task and a
+    broken one count too: the prior must know how hard this set's tasks get), each model at its
+    leave-one-out reliability and its share of one independent voice; on up to
+    `difficulty_max_tasks` tasks, evenly spaced."""
+    votes = fit.votes[fit.votes["task_key"].isin(verifiable)]
+    keys = np.sort(votes["task_key"].unique())
+    if len(keys) > settings.difficulty_max_tasks:
+        keys = keys[np.linspace(0, len(keys) - 1, settings.difficulty_max_tasks).astype(int)]
+        votes = votes[votes["task_key"].isin(set(keys.tolist()))]
+    truth = {t: max(p, key=lambda k: (p[k], k == _LABEL)) for t, p in fit.posterior.items()}
+    right = votes["n"].where(votes["key"] == votes["task_key"].map(truth), 0)
+    rows = (
+        votes.assign(right=right)
+        .groupby(["task_key", "voter"], sort=False)
+        .agg(right=("right", "sum"), n=("n", "sum"), rel=("rel", "first"))
+        .reset_index()
+    )
+    voice = np.ones(len(rows))
+    if fit.dependence:
+        names = sorted(fit.dependence)
+        rho = np.array([[fit.dependence[i].get(j, 0.0) for j in names] for i in names])
+        present = (
+            rows.assign(one=1.0)
+            .pivot_table(index="task_key", columns="voter", values="one", fill_value=0.0)
+            .reindex(columns=names, fill_value=0.0)
+        )
+        shared = pd.DataFrame(present.to_numpy() @ rho, index=present.index, columns=names)
+        stacked = shared.stack()
+        at = pd.MultiIndex.from_arrays([rows["task_key"], rows["voter"]])
+        voice = 1.0 / (1.0 + stacked.reindex(at).fillna(0.0).to_numpy())
+    p = rows["rel"].to_numpy(dtype=float)
+    return difficulty_prior(
+        rows["right"].to_numpy(dtype=float),
+        (rows["n"] - rows["right"]).to_numpy(dtype=float),
+        np.log(p / (1 - p)),
+        voice,
+        rows["task_key"].to_numpy(),
+    )
+
+
+def _label_prior(cands: pd.DataFrame, verifiable: set[int], settings: AnswerSettings) -> float:
+    """The share of decided tasks (an answer's posterior at least `confident_posterior`) whose
+    label is the answer decided, smoothed by one task each way and bounded. Counting every task
+    by its label's posterior would take an undecided one (weak models scattering, a broken
+    question) for half a wrong label."""
+    low, high = settings.label_prior_bounds
+    mine = cands[cands["task_key"].isin(verifiable)]
+    if mine.empty:
+        return high
+    top = mine.loc[mine.groupby("task_key")["post"].idxmax()]
+    decided = top[top["post"] >= settings.confident_posterior]
+    right = float(decided["is_label"].sum())
+    return float(np.clip((right + 1.0) / (len(decided) + 2.0), low, high))
+
+
+def _dependence(
+    votes: pd.DataFrame,
+    cands: pd.DataFrame,
+    verifiable: set[int],
+    coincidence: float,
+    settings: AnswerSettings,
+) -> pd.DataFrame:
+    """Error agreement of every pair of models, on the decided tasks of the set (an answer's
+    posterior at least `confident_posterior`), from their shares of samples on the wrong
+    answers: over the tasks on which both gave a wrong answer, S, the chance that a sample of
+    each lands on the same wrong answer, against E, that chance if one of them gave its wrong
+    answers as the other wrong models of the task do (as two wrong answers of the set coincide,
+    q squared, where no other model was wrong): rho = (S - E) /
+    (B - E + `dependence_prior`), B the chance that both are wrong, clipped to [0, 1]. A
+    task's own distractor (one common mistake) or a second reading many models take raises E,
+    not rho; two prompts of one model, or a model and its best-of-n variant, make the same
+    mistakes beyond that: rho near 1. The figure is over the whole set, a task's own votes
+    included: one task moves it by at most 1 / (B + the prior)."""
+    voters = sorted(votes["voter"].unique())
+    empty = pd.DataFrame(0.0, index=voters, columns=voters)
+    if len(voters) < 2 or len(voters) > settings.dependence_max_models:
+        return empty
+    mine = cands[cands["task_key"].isin(verifiable)]
+    top = mine.loc[mine.groupby("task_key")["post"].idxmax()]
+    top = top[top["post"] >= settings.confident_posterior]
+    truth = dict(zip(top["task_key"], top["key"], strict=True))
+    decided = votes[votes["task_key"].isin(truth)]
+    wrong = decided[decided["key"] != decided["task_key"].map(truth)]
+    if wrong.empty:
+        return empty
+    # rows: (task, wrong answer); columns: voters; values: the voter's share of its samples
+    shares = (
+        wrong.groupby(["task_key", "key"], sort=True)["share"]
+        .sum()
+        .to_frame()
+        .join(wrong.groupby(["task_key", "key", "voter"])["share"].sum().unstack("voter"))
+        .drop(columns="share")
+        .reindex(columns=voters)
+        .fillna(0.0)
+    )
+    s = shares.to_numpy()
+    task = pd.factorize(shares.index.get_level_values("task_key"))[0]
+    tasks = int(task.max()) + 1
+
+    def per_task(values: np.ndarray) -> np.ndarray:
+        return np.bincount(task, weights=values, minlength=tasks)
+
+    mass = np.stack([per_task(s[:, i]) for i in range(s.shape[1])], axis=1)  # wrong share
+    total = s.sum(axis=1)
+    m = len(voters)
+    rho = np.zeros((m, m))
+    for i in range(m):
+        for j in range(i + 1, m):
+            rest = total - s[:, i] - s[:, j]  # the other voters' wrong shares on each answer
+            rest_mass = per_task(rest)
+            usable = (mass[:, i] > 0) & (mass[:, j] > 0)
+            if not usable.any():
+                continue
+            same = per_task(s[:, i] * s[:, j])
+            # the chance that one would give the other's wrong answer, as the others do
+            # (where nobody else was wrong, as two wrong answers of the set coincide: q squared)
+            both = mass[:, i] * mass[:, j]
+            expected = np.where(
+                rest_mass > 0,
+                0.5
+                * (per_task(s[:, i] * rest) * mass[:, j] + per_task(s[:, j] * rest) * mass[:, i])
+                / np.where(rest_mass > 0, rest_mass, 1.0),
+                both * coincidence**2,
+            )
+            excess = float((same - expected)[usable].sum())
+            room = float((both - expected)[usable].sum())
+            rho[i, j] = rho[j, i] = min(1.0, max(0.0, excess) / (room + settings.dependence_prior))
+    return pd.DataFrame(rho, index=voters, columns=voters)
+
+
+def _discount(votes: pd.DataFrame, dependence: pd.DataFrame) -> pd.Series:
+    """Each vote's share of one independent voice: 1 / (1 + the sum, over the other voters on
+    the same answer of the task, of their error agreement with this one times their share of
+    it). Two models that share every mistake and agree count as one voice together, two that
+    disagree as two, independent ones are not discounted."""
+    if dependence.empty or not dependence.to_numpy().any():
+        return pd.Series(1.0, index=votes.index)
+    voters = list(dependence.index)
+    shares = (
+        votes.groupby(["task_key", "key", "voter"], sort=False)["share"]
+        .sum()
+        .unstack("voter", fill_value=0.0)
+    )
+    shares = shares.reindex(columns=voters, fill_value=0.0)
+    others = shares.to_numpy() @ dependence.to_numpy()  # row (task, key), column: the voter
+    rows = shares.index.get_indexer(pd.MultiIndex.from_arrays([votes["task_key"], votes["key"]]))
+    cols = pd.Index(voters).get_indexer(votes["voter"])
+    return pd.Series(1.0 / (1.0 + others[rows, cols]), index=votes.index)
+
+
+def _notable_dependence(dependence: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for model, row in dependence.items():
+        strong = {o: round(r, 3) for o, r in sorted(row.items()) if o != model and r >= 0.2}
+        if strong:
+            out[model] = strong
+    return out
 
 
 def _coincidence(votes: pd.DataFrame, cands: pd.DataFrame, settings: AnswerSettings) -> float:
@@ -425,6 +650,7 @@ class _Vote(NamedTuple):
     rel: float
     weight: float
     support_weight: float
+    discount: float  # its share of one independent voice (see `_discount`)
 
 
 def _samples_by_task(samples: pd.DataFrame) -> dict[int, list[_Sample]]:
@@ -460,6 +686,7 @@ def _votes_by_task(votes: pd.DataFrame) -> dict[int, list[_Vote]]:
         votes["rel"].tolist(),
         votes["weight"].tolist(),
         votes["support_weight"].tolist(),
+        votes["discount"].tolist(),
         strict=True,
     ):
         by_task.setdefault(task_key, []).append(_Vote(*fields))
@@ -535,20 +762,35 @@ def _verdict_flags(
     counted = len(group)
     label_shown = row.label_canonical or row.label
     posterior = fit.posterior.get(task_key, {_LABEL: 1.0})
-    voter_weight = {v.voter: v.support_weight for v in votes}
-    weight_total = sum(voter_weight.values())
-    voters = len(voter_weight) or 1
+    # The support of each answer: its share of the vote weighed by the log-odds of reliability
+    # squared, and of the vote weighed by `weight` (the mislabeled rule), each vote discounted
+    # by the voters it shares its mistakes with; and the effective number of independent models
+    # behind it (the discounts of those giving it `support_share` of their samples or more).
+    weight_total = sum(v.support_weight * v.share * v.discount for v in votes)
+    vote_total = sum(v.weight * v.share * v.discount for v in votes)
+    voters = len({v.voter for v in votes}) or 1
     raw: dict[str, float] = {}
+    vote_share: dict[str, float] = {}
     supporters: dict[str, int] = {}
+    independent: dict[str, float] = {}
     any_votes: dict[str, int] = {}
     for v in votes:
         raw[v.key] = raw.get(v.key, 0.0) + (
-            v.support_weight * v.share / weight_total if weight_total > 0 else v.share / voters
+            v.support_weight * v.share * v.discount / weight_total
+            if weight_total > 0
+            else v.share / voters
         )
+        if vote_total > 0:
+            vote_share[v.key] = (
+                vote_share.get(v.key, 0.0) + v.weight * v.share * v.discount / vote_total
+            )
         any_votes[v.key] = any_votes.get(v.key, 0) + 1
         if v.share >= settings.support_share:
             supporters[v.key] = supporters.get(v.key, 0) + 1
+            independent[v.key] = independent.get(v.key, 0.0) + v.discount
     support = sorted(raw.items(), key=lambda kv: (-kv[1], kv[0] != _LABEL, kv[0]))
+    present = sorted({v.voter for v in votes})
+    task_independent = sum(_voice(m, present, fit) for m in present)
     for entry in shown:
         key = _LABEL if entry["is_label"] else entry["answer"]
         entry["weighted_share"] = None if key is None else round(raw.get(key, 0.0), 4)
@@ -565,9 +807,22 @@ def _verdict_flags(
         for v in sorted(votes, key=lambda v: (-v.weight, v.voter)):
             entry = models.setdefault(
                 v.voter,
-                {"reliability": round(v.rel, 3), "weight": round(v.weight, 3), "answers": {}},
+                {
+                    "reliability": round(v.rel, 3),
+                    "weight": round(v.weight, 3),
+                    "answers": {},
+                    "independent_share": {},
+                },
             )
             entry["answers"][name(v.key)] = round(v.share, 3)
+            entry["independent_share"][name(v.key)] = round(v.discount, 3)
+            shared = {
+                o: round(r, 3)
+                for o, r in sorted(fit.dependence.get(v.voter, {}).items())
+                if o in present and r >= 0.2
+            }
+            if shared:
+                entry["shares_mistakes_with"] = shared
         out = {
             "label": row.label,
             "label_canonical": label_shown,
@@ -576,36 +831,83 @@ def _verdict_flags(
             "coincidence": round(fit.coincidence, 4),
             "distribution": shown[:MAX_SHOWN_ANSWERS],
             "models": dict(list(models.items())[:12]) if models_known else {},
+            "effective_models": round(task_independent, 2) if models_known else None,
             "samples": counted,
         }
         out.update(extra)
         return out
 
     if counted >= settings.min_samples and len(support) >= 2:
-        (first, s1), (second, s2) = support[0], support[1]
-        # The one a shared mistake would explain: the answer that is not the label.
-        doubted = first if second == _LABEL else second
-        if (
-            s2 >= settings.ambiguous_second_share
-            and s1 <= settings.ambiguous_top_share
-            and any_votes.get(first, 0) >= settings.min_supporters
-            and any_votes.get(second, 0) >= settings.min_supporters
-            and (p_mistake := _mistake_pvalue(task_key, group, doubted, fit))
-            <= settings.ambiguous_pvalue
-        ):
+        # Every pair among the best supported answers is tested (the second reading may have
+        # less support than the task's common mistake); the level is shared among the pairs.
+        shares = dict(support)
+        contenders = [
+            k
+            for k, v in support[: settings.ambiguous_contenders]
+            if v >= settings.ambiguous_second_share
+            and any_votes.get(k, 0) >= settings.min_supporters
+        ]
+        if _LABEL not in contenders and any_votes.get(_LABEL, 0) >= settings.min_supporters:
+            contenders.append(_LABEL)  # the label is one reading by definition: always tried
+        # A pair holds the label: two other answers splitting the samples say the label is
+        # wrong (mislabeled) or the question broken (unsolvable), not that it has two readings.
+        pairs = [
+            (x, y)
+            for i, x in enumerate(contenders)
+            for y in contenders[i + 1 :]
+            if _LABEL in (x, y) and shares[x] + shares[y] >= settings.ambiguous_pair_share
+        ]
+        test, per_model, level = None, {}, settings.ambiguous_pvalue / max(1, len(pairs))
+        for x, y in pairs:
+            tried, rows = _readings(
+                task_key,
+                group,
+                (x, y),
+                (name(x), name(y)),
+                present,
+                fit,
+                models_known,
+                min_statistic=settings.ambiguous_evidence,
+            )
+            if (
+                tried is not None
+                and tried.pvalue <= level
+                and tried.statistic >= settings.ambiguous_evidence
+                and (test is None or tried.statistic > test.statistic)
+            ):
+                test, per_model, (first, s1), (second, s2) = (
+                    tried,
+                    rows,
+                    (x, shares[x]),
+                    (y, shares[y]),
+                )
+        if test is not None:
             split = [name(first), name(second)]
+            truth_h0 = split[test.truth_under_h0]
             found.append(
                 _finding(
                     task_key,
                     FlagCode.AMBIGUOUS,
-                    min(1.0, s2 / s1),
+                    1.0 - test.pvalue,
                     f"the answers split between {split[0]} ({s1:.0%} of the reliability-weighted "
-                    f"vote) and {split[1]} ({s2:.0%}), neither dominant; the label is {label_shown}",
+                    f"vote) and {split[1]} ({s2:.0%}), and the models split differently from "
+                    f"what one truth ({truth_h0}) and a shared mistake would make of their "
+                    f"reliabilities (likelihood ratio {test.statistic:.1f}, p = "
+                    f"{test.pvalue:.3g}): two readings; the label is {label_shown}",
                     evidence(
                         {
                             "split": split,
                             "weighted_shares": [round(s1, 4), round(s2, 4)],
-                            "p_shared_mistake": float(f"{p_mistake:.3g}"),
+                            "readings_test": {
+                                "statistic": round(test.statistic, 3),
+                                "pvalue": float(f"{test.pvalue:.3g}"),
+                                "replicates": test.replicates,
+                                "truth_under_one_truth": truth_h0,
+                                "mistake_share": round(test.mistake_share, 3),
+                                "difficulty_one_truth": round(test.difficulty_h0, 2),
+                                "difficulty_two_readings": round(test.difficulty_h1, 2),
+                                "per_model": per_model,
+                            },
                         }
                     ),
                     runs(first)[:2] + runs(second)[:2],
@@ -622,22 +924,55 @@ def _verdict_flags(
             else settings.mislabeled_posterior_unknown_models
         )
         backers = supporters.get(best, 0)
-        if others[best] >= threshold and backers >= settings.min_supporters:
+        voices = independent.get(best, 0.0) if models_known else float(backers)
+        supported = (
+            backers >= settings.min_supporters
+            and voices >= (settings.min_independent if models_known else settings.min_supporters)
+            and (not models_known or vote_share.get(best, 0.0) >= settings.mislabeled_vote_share)
+        )
+        confidence, between = others[best], None
+        if supported and confidence < threshold and models_known:
+            # The vote hesitates (a hard task: even reliable models 3:1): which answer is the
+            # truth and which the shared mistake, from how the models split by reliability.
+            between = _orientation(task_key, group, best, present, fit)
+            if between is not None:
+                confidence = max(confidence, between)
+        if supported and confidence >= threshold:
             share = sum(x.key == best for x in group) / counted
+            names = sorted(
+                {v.voter for v in votes if v.key == best and v.share >= settings.support_share}
+            )
             found.append(
                 _finding(
                     task_key,
                     FlagCode.MISLABELED,
-                    others[best],
+                    confidence,
                     f"the samples agree on {best} instead of the label {label_shown}: posterior "
                     f"{others[best]:.2f} against {posterior.get(_LABEL, 0):.2f} for the label, "
-                    f"{backers} {'models' if models_known else 'samples'} behind it, "
-                    f"{share:.0%} of {counted} samples",
+                    + (
+                        f"{confidence:.2f} from how the models split by reliability (the label "
+                        "as the shared mistake of a hard question), "
+                        if confidence > others[best]
+                        else ""
+                    )
+                    + (
+                        f"{backers} models behind it ({', '.join(names)}; {voices:.1f} "
+                        f"independent), {vote_share.get(best, 0.0):.0%} of the "
+                        "reliability-weighted vote, "
+                        if models_known
+                        else f"{backers} samples behind it, "
+                    )
+                    + f"{share:.0%} of {counted} samples",
                     evidence(
                         {
                             "consensus": best,
                             "posterior": round(others[best], 4),
+                            "posterior_between_models": None
+                            if between is None
+                            else round(between, 4),
                             "supporting_models": backers,
+                            "independent_models": round(voices, 2),
+                            "vote_share": round(vote_share.get(best, 0.0), 4),
                         }
                     ),
                     runs(best),
@@ -655,12 +990,19 @@ def _verdict_flags(
         )
         if not consensus:
             # How sure: the chance that at least one sample would have reached a right label.
-            miss = 1.0
+            # Each model's n answered-or-not samples count as n ** sample_exponent tries (as in
+            # the vote), and a model that shares its mistakes with others present as its
+            # share of one independent voice: output sets of one base model fail together.
+            tries: dict[str, int] = {}
             for x in group:
-                miss *= 1.0 - fit.task_reliability.get(
-                    (task_key, x.model), fit.reliability.get(x.model, 0.5)
-                )
-            confidence = 1.0 - miss
+                tries[x.model] = tries.get(x.model, 0) + 1
+            log_miss = 0.0
+            for model, n in tries.items():
+                p = fit.task_reliability.get((task_key, model), fit.reliability.get(model, 0.5))
+                voice = _voice(model, present, fit) if models_known else 1.0
+                exponent = n**settings.sample_exponent if models_known else n
+                log_miss += exponent * voice * math.log(max(1e-12, 1.0 - min(p, 0.999)))
+            confidence = 1.0 - math.exp(log_miss)
             most = f", the most supported at {top_other[0][1]:.0%}" if top_other else ""
             found.append(
                 _finding(
@@ -691,30 +1033,95 @@ def _verdict_flags(
     return found
 
 
-def _mistake_pvalue(task_key: int, group: list[_Sample], key: str, fit: _Fit) -> float:
-    """The chance that at least as many of the task's answered samples as did would give `key`
-    if it were only a shared mistake: a Poisson-binomial tail, each sample of a model of
-    reliability p landing on it with chance (1 - p) q (q the set's coincidence of mistakes)."""
-    chances = []
-    observed = 0
+def _voice(model: str, present: list[str], fit: _Fit) -> float:
+    """A model's share of one independent voice among the models present on a task."""
+    row = fit.dependence.get(model, {})
+    return 1.0 / (1.0 + sum(row.get(o, 0.0) for o in present if o != model))
+
+
+def _readings(
+    task_key: int,
+    group: list[_Sample],
+    pair: tuple[str, str],
+    names: tuple[str, str],
+    present: list[str],
+    fit: _Fit,
+    models_known: bool,
+    replicates: tuple[int, ...] = (199, 1999),
+    min_statistic: float = -math.inf,
+) -> tuple[ReadingTest | None, dict[str, dict]]:
+    """The between-model test (`answer_readings.reading_test`) of `first` and `second` on a
+    task, and per model what a reviewer judges it by: its samples on each, what one truth and a
+    shared mistake would give it at its reliability, and its lean if both are readings."""
+    first, second = pair
+    first_name, second_name = names
+    counts: dict[str, list[int]] = {}
     for x in group:
         if x.key is None:
             continue
-        observed += x.key == key
-        p = fit.task_reliability.get((task_key, x.model), fit.reliability.get(x.model, 0.5))
-        chances.append(min(1.0, max(0.0, (1.0 - p) * fit.coincidence)))
-    if observed == 0:
-        return 1.0
-    if len(chances) > 400:  # normal approximation, with a continuity correction
-        mean = sum(chances)
-        spread = math.sqrt(max(1e-12, sum(c * (1 - c) for c in chances)))
-        return 0.5 * math.erfc((observed - 0.5 - mean) / spread / math.sqrt(2))
-    tail = np.zeros(len(chances) + 1)
-    tail[0] = 1.0
-    for c in chances:
-        tail[1:] = tail[1:] * (1 - c) + tail[:-1] * c
-        tail[0] *= 1 - c
-    return float(min(1.0, tail[observed:].sum()))
+        row = counts.setdefault(x.model, [0, 0, 0])
+        row[0 if x.key == first else 1 if x.key == second else 2] += 1
+    if not counts or fit.difficulty is None:
+        return None, {}
+    models = sorted(counts)
+    table = np.array([counts[m] for m in models], dtype=float)
+    reliability = np.array(
+        [fit.task_reliability.get((task_key, m), fit.reliability.get(m, 0.5)) for m in models]
+    )
+    reliability = np.clip(reliability, 0.01, 0.99)
+    voices = np.array([_voice(m, present, fit) if models_known else 1.0 for m in models])
+    test = reading_test(
+        table[:, 0],
+        table[:, 1],
+        table[:, 2],
+        np.log(reliability / (1 - reliability)),
+        voices,
+        fit.difficulty,
+        seed=task_key,
+        replicates=replicates,
+        min_statistic=min_statistic,
+    )
+    per_model = {
+        m: {
+            "reliability": round(float(reliability[i]), 3),
+            "samples": {
+                first_name: int(table[i, 0]),
+                second_name: int(table[i, 1]),
+                "other": int(table[i, 2]),
+            },
+            "one_truth_expects": {
+                first_name: round(test.expected_a[i], 2),
+                second_name: round(test.expected_b[i], 2),
+            },
+            "lean_to_first": None if test.leans[i] is None else round(test.leans[i], 3),
+            "independent_share": round(float(voices[i]), 3),
+        }
+        for i, m in enumerate(models)
+    }
+    return test, per_model
+
+
+def _orientation(
+    task_key: int, group: list[_Sample], other: str, present: list[str], fit: _Fit
+) -> float | None:
+    """The posterior that `other` is the truth and the label the task's shared mistake rather
+    than the other way round, from the between-model test's marginal likelihoods of the two
+    (`answer_readings`: each model's split following its reliability at one difficulty), the
+    label prior spread as in the vote (over the answers at least two models reached)."""
+    test, _ = _readings(
+        task_key, group, (_LABEL, other), ("label", other), present, fit, True, replicates=()
+    )
+    if test is None:
+        return None
+    _, label_truth, other_truth, _ = test.log_marginals
+    reached: dict[str, set[str]] = {}
+    for x in group:
+        if x.key is not None and x.key != _LABEL:
+            reached.setdefault(x.key, set()).add(x.model)
+    rivals = max(1, sum(len(m) >= 2 for m in reached.values()))
+    prior = min(max(fit.label_prior, 1e-6), 1 - 1e-6)
+    log_odds = other_truth + math.log((1 - prior) / rivals) - (label_truth + math.log(prior))
+    return float(1.0 / (1.0 + math.exp(-max(-700.0, min(700.0, log_odds)))))
 
 
 def _unverifiable(task_key: int, row: Any) -> FlagFinding:
