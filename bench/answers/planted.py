@@ -197,6 +197,14 @@ def _distractors(label: str, kind: str, rng: random.Random) -> list[str]:
             i = rng.randrange(len(letters) - 1)
             letters[i], letters[i + 1] = letters[i + 1], letters[i]
         found += ["".join(letters), label[::-1], label[:-1], label + label[-1]]
+    elif re.fullmatch(r"\\frac\{\d+\}\{\d+\}", label):  # reasoning-gym's \frac{a}{b}
+        top, bottom = (int(x) for x in re.findall(r"\d+", label))
+        found += [
+            f"\\frac{{{top + 1}}}{{{bottom}}}",
+            f"\\frac{{{bottom}}}{{{top}}}",
+            f"\\frac{{{top}}}{{{bottom + 1}}}",
+            f"\\frac{{{top - 1}}}{{{bottom}}}",
+        ]
     elif "/" in label:
         top, bottom = (int(x) for x in label.split("/"))
         found += [
