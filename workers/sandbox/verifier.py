@@ -193,7 +193,10 @@ def _read(stdout: str) -> tuple[bool, bool, dict[int, dict], str]:
     ready = finished = False
     fatal = ""
     results: dict[int, dict] = {}
-    for line in stdout.splitlines():
+    # "\n" only: str.splitlines() also breaks at U+2028, U+2029, U+0085 and other characters
+    # that json.dumps(ensure_ascii=False) leaves raw inside a string, so one answer holding
+    # them would cut its own verdict line in two (and the batch's framing with it).
+    for line in stdout.split("\n"):
         try:
             record = json.loads(line)
         except ValueError:

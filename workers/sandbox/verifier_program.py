@@ -137,15 +137,45 @@ _NUMBER = re.compile(
 )
 
 
-_CHAIN = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?\s*(?:,|;|\bor\b|\band\b|\bnor\b)\s*$")
-
-
 MAX_NUMBER_SCAN = 1_000_000  # characters from the end looked at for the last number
 
 
-def last_number(text: str) -> str | None:
-    """The last number of the text, looked for in a window from the end that grows until a
-    number that does not touch the window's edge is found, up to MAX_NUMBER_SCAN characters."""
+# Words that make a number in a sentence something else than the answer: a negation ("not 18",
+# "can't be 18"), a hedge ("maybe 18"), a comparison ("at least 18", "more than 18"), an
+# alternative ("17 or 18", "17 versus 18"). "n't" is matched on its own (below).
+DOUBT_WORDS = frozenset(
+    """not no never none nope nor neither either or wrong incorrect false untrue maybe perhaps
+    probably possibly possible likely unlikely might could guess unsure uncertain suppose
+    supposedly roughly approximately approx about around nearly almost circa estimate estimated
+    least most more less fewer than over under above below exceed exceeds exceeding beyond
+    versus vs between if unless unclear doubt doubtful wait""".split()
+)
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]+(?:['’][A-Za-z]+)?")  # a word, not a LaTeX command
+_BOUNDARY = re.compile(r"[.!?](?=\s|$)|[?!\n]")
+# What may stand between two numbers that are candidates side by side: "17 / 18", "17 (or 18)",
+# "17, 18", "17-18", "1 17" (no operator, no "=", no words but alternatives).
+_SIDE_BY_SIDE = re.compile(
+    r"^(?:[\s,;:/|&()\[\]\-–—]|\b(?:or|and|nor|to|vs|versus|maybe|perhaps|then)\b|\.(?!\d))*$",
+    re.IGNORECASE,
+)
+SENTENCE_SPAN = 500  # characters before the last number looked at for its sentence
+
+
+def doubt_words(s: str, allowed: frozenset = frozenset()) -> list[str]:
+    """The words of `s` that negate, hedge or compare (those in `allowed` excepted)."""
+    found = []
+    for m in _WORD.finditer(s):
+        word = m.group(0).casefold()
+        if (word in DOUBT_WORDS or word.endswith(("n't", "n’t"))) and word not in allowed:
+            found.append(word)
+    return found
+
+
+def last_number(text: str) -> tuple[str, str] | None:
+    """The last number of the text and "", or its sentence and why it is no answer (the sentence
+    negates, hedges or compares it, asks a question, or puts another number beside it). Looked
+    for in a window from the end that grows until a number that does not touch the window's
+    edge is found, up to MAX_NUMBER_SCAN characters."""
     size = 4096
     floor = max(0, len(text) - MAX_NUMBER_SCAN)
     while True:
@@ -155,46 +185,103 @@ def last_number(text: str) -> str | None:
         for m in _NUMBER.finditer(window):
             last = m
         if last is not None and (start == floor or last.start() > 128):
-            # "17 or 18" ends with 18, but it is a list of candidates (read_number says so).
-            begin = last.start()
-            while True:
-                chain = _CHAIN.search(window, max(0, begin - 64), begin)
-                if chain is None:
-                    break
-                begin = chain.start()
-            return window[begin : last.end()]
+            return _in_its_sentence(window, last)
         if start == floor:
             return None
         size *= 8
 
 
-def extract(text: str, rule: str) -> tuple[str | None, list[str], str]:
-    """(answer, every different boxed answer when there are several, the rule that found it)."""
+def _in_its_sentence(window: str, last: re.Match) -> tuple[str, str]:
+    lo = max(0, last.start() - SENTENCE_SPAN)
+    ends = [m.end() for m in _BOUNDARY.finditer(window, lo, last.start())]
+    before = window[ends[-1] if ends else lo : last.start()]
+    tail = window[last.end() : last.end() + MAX_ANSWER_IS]
+    end = _BOUNDARY.search(tail)
+    after = tail[: end.end()] if end else tail
+    sentence = (before + last.group(0) + after).strip()
+    why = ""
+    words = doubt_words(before + " " + after)
+    if words:
+        why = f"the last number's sentence says {words[0]!r}"
+    elif "?" in after:
+        why = "the last number is asked, not answered"
+    else:
+        previous = None
+        for m in _NUMBER.finditer(before):
+            previous = m
+        if previous is not None and _SIDE_BY_SIDE.match(before[previous.end() :]):
+            why = "the last number is one of several side by side"
+    if not why:
+        return last.group(0), ""
+    return _clip(sentence) or last.group(0), why
+
+
+def blank(box: str) -> bool:
+    """A box that shows nothing: empty once unwrapped, or stray punctuation ("\\boxed{.}")."""
+    return not _SPACING.sub(" ", unwrap(box)).strip(" .,;:")
+
+
+def extract(text: str, rule: str) -> tuple[str | None, list[str], str, str]:
+    """(answer, every different boxed answer when there are several, the rule that found it,
+    why the answer is none though it was found: the last number's sentence doubts it)."""
     if rule in ("auto", "boxed"):
         boxes = boxed_contents(text)
         if boxes:
-            filled = [b for b in boxes if b.strip()]
+            filled = [b for b in boxes if not blank(b)]
             if not filled:
-                return "", [], "boxed"
+                return "", [], "boxed", ""
             distinct = list(dict.fromkeys(b.strip() for b in filled))
-            return distinct[-1], distinct, "boxed"
+            return distinct[-1], distinct, "boxed", ""
         if rule == "boxed":
-            return None, [], "boxed"
+            return None, [], "boxed", ""
     if rule in ("auto", "gsm8k"):
         found = after_hashes(text)
         if found is not None or rule == "gsm8k":
-            return found, [], "gsm8k"
+            return found, [], "gsm8k", ""
     if rule in ("auto", "answer_is"):
         found = after_answer_is(text)
         if found is not None or rule == "answer_is":
-            return found, [], "answer_is"
-    return last_number(text), [], "last_number"
+            return found, [], "answer_is", ""
+    found = last_number(text)
+    if found is None:
+        return None, [], "last_number", ""
+    return found[0], [], "last_number", found[1]
+
+
+_RULE_NAMES = {"boxed": "the boxed answer", "gsm8k": 'the answer after "####"',
+               "answer_is": 'the answer after "the answer is"'}  # fmt: skip
+
+
+def other_commitments(text: str, how: str) -> list[tuple[str, str]]:
+    """Under `auto`, the final answers the text commits to by the rules after `how` (the one
+    that was taken): "####" and "the answer is" after a box, "the answer is" after "####".
+    An "answer is" that holds a box is that box, not another commitment."""
+    found = []
+    order = ("boxed", "gsm8k", "answer_is")
+    if how not in order:
+        return found
+    for name in order[order.index(how) + 1 :]:
+        answer = after_hashes(text) if name == "gsm8k" else after_answer_is(text)
+        if answer is None or not unwrap(answer) or _BOX.search(answer):
+            continue
+        found.append((name, answer))
+    return found
 
 
 # --- Normalising an answer ---------------------------------------------------------------------
 
-_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
-_SPACING = re.compile(r"\\[,;:! ]|\\quad|\\qquad|~")
+# Commands that only style what they hold: their content is the answer ("\\mathbf{18}" is 18).
+_TEXT_CMD = re.compile(
+    r"\\(?:text|textbf|textit|textrm|textsf|texttt|textnormal|textup|textmd|emph|mathrm"
+    r"|mathbf|mathit|mathsf|mathtt|mathnormal|boldsymbol|bm|mbox|hbox|operatorname)\s*\{([^{}]*)\}"
+)
+# Commands that only put space between what stands either side ("1\\ 17" is two numbers).
+_SPACING = re.compile(
+    r"\\[,;:!> ]|\\(?:qquad|quad|enspace|thinspace|medspace|thickspace|negthinspace"
+    r"|negmedspace|negthickspace|space|nobreakspace)(?![A-Za-z])"
+    r"|\\(?:hspace|mspace|hskip|kern|mkern)\*?\s*(?:\{[^{}]*\}|[-+\d.]+\s*[a-z]{2})|~|\{\s*\}"
+)
+_INVISIBLE = re.compile(r"\\(?:[hv]?phantom)\s*\{")
 _DELIMS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
 
@@ -215,7 +302,35 @@ def unwrap(answer: str) -> str:
             break
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("−", "-")
     s = s.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
-    return s.strip()
+    return _drop_invisible(s).strip()
+
+
+def _drop_invisible(s: str) -> str:
+    """\\phantom{...} (and \\hphantom, \\vphantom) shows nothing of its content: a space.
+    Linear: an unclosed one ends the scan."""
+    if "phantom" not in s:
+        return s
+    out, pos = [], 0
+    while True:
+        m = _INVISIBLE.search(s, pos)
+        if m is None:
+            break
+        depth, end = 1, -1
+        for token in _BRACE.finditer(s, m.end()):
+            c = token.group(0)
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    end = token.end()
+                    break
+        if end < 0:
+            break
+        out.append(s[pos : m.start()] + " ")
+        pos = end
+    out.append(s[pos:])
+    return "".join(out)
 
 
 def _strip_variable(s: str) -> str:
@@ -232,27 +347,96 @@ _NUM_TOKEN = re.compile(
 _LATEX_FRAC = re.compile(r"^(-?)\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}$")
 _PLAIN_FRAC = re.compile(r"^(-?\d+)\s*/\s*(-?\d+)$")
 _CURRENCY = re.compile(r"\\\$|\$|\\%|%|\\euro|€|£|¥|\^\s*\{?\s*\\circ\s*\}?|°|\\degree")
+_THOUSANDS_SEP = re.compile(r"(?<=\d)(?:\{,\}|\\,)(?=\d{3})")
 _UNIT_WORDS = re.compile(r"^[A-Za-z][A-Za-z .'/-]*$")
-# Words after a number that make it something else than that number ("18 or more").
-_HEDGES = re.compile(
-    r"(?i)\b(?:or|and|not|no|than|more|less|fewer|least|most|about|around|approximately|plus"
-    r"|minus|to|between|nor|either)\b"
+# A unit is a short phrase of words that are not these: after a number they make a sentence of
+# it ("18 is wrong", "18 apples maybe"), or something else than that number ("18 or more").
+NOT_UNIT_WORDS = DOUBT_WORDS | frozenset(
+    """is are was were be been being am isn it its this that these those which what who i we
+    you he she they me my our answer answers and plus minus to the so but yet because though
+    although however actually then hmm lol jk kidding sure right correct true yes ok okay
+    think believe hope final total""".split()
 )
+UNIT_CONNECTORS = frozenset({"per", "of", "a", "an"})  # "miles per hour", "cups of flour"
+MAX_UNIT_WORDS = 3  # "square feet", "miles per hour", "km/h": a unit, not a sentence
 _SEPARATED = re.compile(r"\d\s*(?:,|;|\bor\b|\band\b)\s*-?\.?\d|\d\s+-?\d")
+# Numbers side by side with no operator between: math_verify reads "1\ 17" and "1 (17)" as
+# 1 + 17 (a mixed number); a reader sees two numbers.
+_JUXTAPOSED = re.compile(
+    r"\d\s+\.?\d"
+    r"|\d\s*[(\[]\s*[+-]?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*[)\]]"
+    r"|[(\[]\s*[+-]?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*[)\]]\s*\.?\d"
+)
 
 
 class Candidates(Exception):
     """Several numbers where one was asked for."""
 
 
+class Hedged(Exception):
+    """A number whose words doubt it, or make a sentence of it (the reason is the message)."""
+
+
+def _styled(s: str) -> str:
+    """Styling commands replaced by their content, inner ones first (at most four levels)."""
+    for _ in range(4):
+        before = s
+        s = _TEXT_CMD.sub(lambda m: " " + m.group(1) + " ", s)
+        if s == before:
+            break
+    return s
+
+
+def juxtaposed(s: str) -> bool:
+    """Two numbers side by side, with nothing but space (or a \\, \\quad, \\phantom) between,
+    or one of them in brackets ("1 (17)", "17 (+1)")."""
+    t = _SPACING.sub(" ", _styled(_THOUSANDS_SEP.sub(",", s)))
+    return _JUXTAPOSED.search(t) is not None
+
+
+def not_a_unit(words: str) -> str:
+    """Why `words` after a number are not its unit ("" when they are)."""
+    if "?" in words or "!" in words:
+        return "a question or exclamation mark after the number"
+    if not _UNIT_WORDS.match(words):
+        return "not a unit"
+    found = [w.casefold() for w in _WORD.findall(words)]
+    for word in found:
+        if word in NOT_UNIT_WORDS or word.endswith(("n't", "n’t")):
+            return f"{word!r} after the number: not a unit"
+    if len([w for w in found if w not in UNIT_CONNECTORS]) > MAX_UNIT_WORDS:
+        return f"more than {MAX_UNIT_WORDS} words after the number: a sentence, not a unit"
+    return ""
+
+
+def _places(digits: str) -> int | None:
+    """The decimal place of a decimal's last digit (2 for 0.25, -2 for 1.5e3); None for an
+    integer (written without a decimal point), which is exact."""
+    mantissa, _, exponent = digits.lower().partition("e")
+    if "." not in mantissa:
+        return None
+    return len(mantissa.split(".", 1)[1]) - int(exponent or 0)
+
+
 def read_number(answer: str) -> Fraction | None:
-    """The answer as an exact number, or None if it is not a plain number. Thousands separators
-    ("1,000", "1{,}000", "1\\,000") are dropped; "$", "\\$", "%" and "°" are dropped (50% reads
-    as 50, not 0.5: labels store the number the question asks for); unit words after the number
-    ("18 apples", "18 \\text{ dollars}") are dropped. Raises Candidates for "1, 2 or 3"."""
+    found = read_number_places(answer)
+    return None if found is None else found[0]
+
+
+def read_number_places(answer: str) -> tuple[Fraction, int | None] | None:
+    """The answer as an exact number and, for a decimal, the place of its last digit (None for
+    integers and fractions, which compare exactly), or None if it is not a plain number.
+    Thousands separators ("1,000", "1{,}000", "1\\,000") are dropped; "$", "\\$", "%" and "°"
+    are dropped (50% reads as 50, not 0.5: labels store the number the question asks for); a
+    unit after the number ("18 apples", "18 \\text{ dollars}": at most MAX_UNIT_WORDS words, none
+    of NOT_UNIT_WORDS) is dropped. Raises Candidates for "1, 2 or 3" and for numbers side by
+    side ("1\\ 17"), Hedged for a number with doubting words or a sentence around it."""
     s = _strip_variable(unwrap(answer))
-    s = re.sub(r"(?<=\d)(?:\{,\}|\\,)(?=\d{3})", ",", s)
-    s = _TEXT_CMD.sub(lambda m: " " + m.group(1) + " ", s)
+    s = _THOUSANDS_SEP.sub(",", s)
+    s = _styled(s)
+    if juxtaposed(s):
+        raise Candidates(s)
+    s = _SPACING.sub(" ", s)
     s = _CURRENCY.sub(" ", s).strip().rstrip(".").strip()
     if not s:
         return None
@@ -263,7 +447,7 @@ def read_number(answer: str) -> Fraction | None:
         p, q = int(groups[-2]), int(groups[-1])
         if q == 0 or len(groups[-2]) > MAX_NUMBER_DIGITS or len(groups[-1]) > MAX_NUMBER_DIGITS:
             return None
-        return sign * Fraction(p, q)
+        return sign * Fraction(p, q), None
     tokens = list(_NUM_TOKEN.finditer(s))
     if not tokens:
         return None
@@ -272,18 +456,28 @@ def read_number(answer: str) -> Fraction | None:
             raise Candidates(s)
         return None
     token = tokens[0]
-    rest = (s[: token.start()] + " " + s[token.end() :]).strip()
-    if rest and (not _UNIT_WORDS.match(rest) or _HEDGES.search(rest)):
-        return None
-    if rest and s[: token.start()].strip():
-        return None  # words before the number: not a plain number
+    before, after = s[: token.start()].strip(), s[token.end() :].strip()
+    rest = (before + " " + after).strip()
+    if rest:
+        words = doubt_words(rest)
+        if words:
+            raise Hedged(f"{words[0]!r} beside the number")
+        if "?" in rest:
+            raise Hedged("a question mark beside the number")
+        if not _UNIT_WORDS.match(rest):
+            return None  # "18!", "18\\pi": not a plain number (the symbolic parser may say)
+        if before:
+            return None  # words before the number: not a plain number
+        why = not_a_unit(after)
+        if why:
+            raise Hedged(why)
     digits = token.group(0).replace(",", "")
     if len(digits) > MAX_NUMBER_DIGITS:
         return None
     if digits.endswith("."):
         digits = digits[:-1]
     try:
-        return Fraction(digits)
+        return Fraction(digits), _places(digits)
     except (ValueError, ZeroDivisionError):
         return None
 
@@ -303,10 +497,34 @@ def number_canonical(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-def numbers_equal(a: Fraction, b: Fraction) -> bool:
+def numbers_equal(
+    a: Fraction, b: Fraction, a_places: int | None = None, b_places: int | None = None
+) -> bool:
+    """Integers and fractions compare exactly (1000001 is not 1000000). A decimal (`places`: the
+    place of its last digit) matches a value it rounds to: within half a unit of its last digit,
+    and within the relative TOLERANCE (0.3333333333 is 1/3; 0.333 is not; 1000000.5 is not
+    1000000)."""
     if a == b:
         return True
-    return abs(a - b) <= TOLERANCE * max(abs(a), abs(b))
+    given = [p for p in (a_places, b_places) if p is not None]
+    if not given:
+        return False
+    places = max(-MAX_NUMBER_DIGITS, min(min(given), MAX_NUMBER_DIGITS))
+    gap = abs(a - b)
+    if gap > Fraction(1, 2) * Fraction(10) ** -places:
+        return False
+    return gap <= TOLERANCE * max(abs(a), abs(b))
+
+
+_DECIMAL_DIGITS = re.compile(r"\d\.(\d+)")
+
+
+def float_places(value, text: str) -> int | None:
+    """For a value the symbolic parser made: None if exact (a sympy Rational), else the place of
+    the last digit of the longest decimal written in `text` (0 if none)."""
+    if not getattr(value, "is_Float", False):
+        return None
+    return max((len(m.group(1)) for m in _DECIMAL_DIGITS.finditer(text)), default=0)
 
 
 # --- Choices and text --------------------------------------------------------------------------
@@ -464,6 +682,8 @@ def infer_type(label: str) -> str:
             return "number"
     except Candidates:
         return "expression"
+    except Hedged:
+        return "text"
     if re.search(r"[\\^_{}=+*/<>\[\]()|\d]", s):
         return "expression"
     return "text"
@@ -499,13 +719,18 @@ class Reader:
             raise LabelError(f"unknown answer type {self.type!r}")
         self.list_like = _list_like(raw)
         self.has_equation = "=" in raw
+        self.raw = raw
+        # Words and marks the label has itself are no doubt in an answer ("no", "not prime").
+        self.words = frozenset(w.casefold() for w in _WORD.findall(_styled(raw))) | LIST_WORDS
+        self.places: int | None = None
+        self.exact: Fraction | None = None
         try:
             if self.type == "number":
-                value = read_number(raw)
-                if value is None:
-                    value = self._symbolic_number(raw)
-                self.value = value
-                self.canonical = number_canonical(value)
+                found = read_number_places(raw)
+                if found is None:
+                    found = self._symbolic_number(raw)
+                self.value, self.places = found
+                self.canonical = number_canonical(self.value)
             elif self.type == "choice":
                 letter = read_choice(raw)
                 if letter is None:
@@ -520,25 +745,40 @@ class Reader:
                     raise LabelError("no symbolic verifier")
                 self.value = symbolic.parse(raw)
                 self.canonical = symbolic.canonical(self.value)
+                self.exact = _as_fraction(self.value[0])
+                self.places = float_places(self.value[0], raw)
         except Candidates:
             raise LabelError("the label is a list where one number was asked for") from None
+        except Hedged as exc:
+            raise LabelError(f"the label is not a plain number ({exc})") from None
         except Refused as exc:
             raise LabelError(f"the label cannot be parsed ({exc})") from None
 
-    def _symbolic_number(self, s: str) -> Fraction:
+    def _symbolic_number(self, s: str) -> tuple[Fraction, int | None]:
         if self.symbolic is None:
             raise LabelError("the label is not a number")
         parsed = self.symbolic.parse(s)
         value = _as_fraction(parsed[0])
         if value is None:
             raise LabelError("the label is not a number")
-        return value
+        return value, float_places(parsed[0], s)
+
+    def doubt(self, s: str) -> str:
+        """Why the answer doubts itself ("" if it does not): a question mark, or a word that
+        negates, hedges or compares, that the label does not have."""
+        if "?" in s and "?" not in self.raw:
+            return "a question mark in the answer"
+        words = doubt_words(_styled(s), self.words)
+        return f"{words[0]!r} in the answer" if words else ""
 
     def compare(self, answer: str) -> tuple[bool, str, str]:
         """(correct, canonical, detail) for one extracted answer."""
-        s = unwrap(answer)
+        s = _THOUSANDS_SEP.sub(",", unwrap(answer))  # "1\\,000" is no list
         if not self.has_equation:
             s = _strip_variable(s)
+        why = self.doubt(s)
+        if why:
+            return False, text_canonical(s)[:MAX_FIELD], f"hedged: {why}"
         if self.type == "choice":
             letter = read_choice(s)
             if letter is None:
@@ -550,24 +790,57 @@ class Reader:
         if not self.list_like and _list_like(s):
             raise Candidates(s)
         if self.type == "number":
-            value = read_number(s)
-            # Words ("There are 20 books") are not a number: no parser makes them one.
-            if value is None and self.symbolic is not None and not _WORDS.search(s):
-                value = _as_fraction(self.symbolic.parse(s)[0])
-            if value is None:
+            try:
+                found = read_number_places(s)
+            except Hedged as exc:
+                return False, text_canonical(s)[:MAX_FIELD], f"hedged: {exc}"
+            # Words ("There are 20 books") are not a number: no parser makes them one; nor do
+            # words in \text{} that are no unit ("2^4 \text{ is wrong}").
+            if found is None and self.symbolic is not None and not _WORDS.search(s):
+                why = _text_not_a_unit(s)
+                if why:
+                    return False, text_canonical(s)[:MAX_FIELD], f"hedged: {why}"
+                parsed = self.symbolic.parse(s)
+                value = _as_fraction(parsed[0])
+                if value is not None:
+                    found = value, float_places(parsed[0], s)
+            if found is None:
                 return False, text_canonical(s)[:MAX_FIELD], "not a number"
-            return numbers_equal(value, self.value), number_canonical(value), ""
+            value, places = found
+            return (
+                numbers_equal(value, self.value, places, self.places),
+                number_canonical(value),
+                "",
+            )
         assert self.symbolic is not None
+        if not self.list_like and juxtaposed(s):
+            raise Candidates(s)
         try:
-            value = read_number(s)  # a plain number needs no parser for its canonical form
-        except Candidates:
-            value = None  # a list, and the label is one too
+            found = read_number_places(s)  # a plain number needs no parser for its canonical form
+        except (Candidates, Hedged):
+            found = None  # a list, and the label is one too
         parsed = self.symbolic.parse(s)
-        canon = number_canonical(value) if value is not None else self.symbolic.canonical(parsed)
+        canon = number_canonical(found[0]) if found is not None else self.symbolic.canonical(parsed)
+        value = _as_fraction(parsed[0])
+        if value is not None and self.exact is not None:
+            # Two numbers: exactly, or a decimal within its rounding (as for number labels).
+            places = float_places(parsed[0], s)
+            return numbers_equal(value, self.exact, places, self.places), canon, ""
         return self.symbolic.equal(self.value, parsed), canon, ""
 
 
 _WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{4,}")  # a word, not a LaTeX command
+LIST_WORDS = frozenset({"or", "and", "nor", "either"})  # a list's: Candidates says so
+
+
+def _text_not_a_unit(s: str) -> str:
+    for m in _TEXT_CMD.finditer(s):
+        words = m.group(1).strip()
+        if words and re.search(r"[A-Za-z?!]", words):
+            why = not_a_unit(words)
+            if why:
+                return why
+    return ""
 
 
 def _as_fraction(value) -> Fraction | None:
@@ -602,14 +875,17 @@ def verdict(item: dict, rule: str, symbolic: Symbolic, labels: dict) -> dict:
     if rule == "contains" and not item["b"]:
         return contains(text, reader)
     if item["b"]:
-        answer, boxes, how = text, [], "bare"
+        answer, boxes, how, refused = text, [], "bare", ""
     else:
-        answer, boxes, how = extract(text, rule)
+        answer, boxes, how, refused = extract(text, rule)
     if answer is None:
         return {"s": "no_answer", "d": f"no answer found by the {rule} rule"}
     if not unwrap(answer):
         return {"s": "no_answer", "e": "", "d": "empty box" if how == "boxed" else "empty answer"}
     out = {"s": "ok", "e": _clip(answer), "d": "" if rule == how else f"found by the {how} rule"}
+    if refused:
+        out.update(ok=False, c="", d=f"no final answer: {refused}")
+        return out
     if len(answer) > MAX_ANSWER:
         out.update(ok=False, c="", d=f"an answer of {len(answer):,} characters is no final answer")
         return out
@@ -625,6 +901,15 @@ def verdict(item: dict, rule: str, symbolic: Symbolic, labels: dict) -> dict:
                 return out
         correct, canon, detail = reader.compare(answer)
         out.update(ok=correct, c=_clip(canon), d=detail or out["d"])
+        if correct and rule == "auto":
+            for name, other in other_commitments(text, how):
+                if len(other) <= MAX_ANSWER and _says_otherwise(reader, other):
+                    out.update(
+                        ok=False,
+                        d=f"{_RULE_NAMES[how]} and {_RULE_NAMES[name]} "
+                        f"({_clip(unwrap(other), 60)!r}) differ: no one final answer",
+                    )
+                    break
     except Candidates:
         out.update(ok=False, c="", d="a list of candidates where one answer was asked for")
     except Refused as exc:
@@ -637,6 +922,26 @@ def _canonical_of(reader: Reader, box: str) -> str:
         return reader.compare(box)[1] or unwrap(box)
     except (Candidates, Refused):
         return "\x00" + unwrap(box)
+
+
+def _says_otherwise(reader: Reader, other: str) -> bool:
+    """Whether another rule's final answer is one the reward cannot share with the one taken:
+    a different answer of the label's type, a list, or a hedged or unreadable one that holds a
+    digit. Words without a digit ("the answer is below") say nothing (number and expression
+    labels)."""
+    try:
+        correct, _, detail = reader.compare(other)
+    except Candidates:
+        return True
+    except Refused:
+        return bool(re.search(r"\d", other))
+    if correct:
+        return False
+    if reader.type in ("number", "expression"):
+        return not detail or bool(re.search(r"\d", other))
+    if reader.type == "choice":
+        return detail != "not a choice letter"
+    return True
 
 
 def contains(text: str, reader: Reader) -> dict:
@@ -653,7 +958,7 @@ def contains(text: str, reader: Reader) -> dict:
     for candidate in candidates[:MAX_CONTAINS]:
         try:
             correct, canon, _ = reader.compare(candidate)
-        except (Candidates, Refused):
+        except (Candidates, Refused, Hedged):
             continue
         if correct:
             return {"s": "ok", "e": _clip(candidate), "c": _clip(canon), "ok": True,
