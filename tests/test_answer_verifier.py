@@ -464,3 +464,16 @@ def test_the_contains_rule_rewards_a_list_of_candidates_that_the_default_rule_re
 
     assert not strict["auto"].correct
     assert loose["contains"].correct and loose["contains"].extracted == "18"
+
+
+def test_a_text_label_of_broken_latex_is_one_the_verifier_cannot_read(sandbox):
+    got = verify(
+        sandbox,
+        item("open", "boxed", r"\boxed{", answer_type="text", bare=True),
+        item("empty", "sqrt", r"\sqrt{}", answer_type="text", bare=True),
+        item("fine", "paris", r"\text{Paris}", answer_type="text", bare=True),
+    )
+
+    assert got["open"].status == "error" and "never closes" in got["open"].detail
+    assert got["empty"].status == "error" and "empty argument" in got["empty"].detail
+    assert got["fine"].status == "ok" and got["fine"].correct

@@ -737,6 +737,8 @@ class Reader:
                     raise LabelError("the label is not a choice letter A-E")
                 self.value = self.canonical = letter
             elif self.type == "text":
+                if broken_latex(raw):
+                    raise LabelError(f"the label is broken LaTeX ({broken_latex(raw)})")
                 self.value = self.canonical = text_canonical(raw)
                 if not self.value:
                     raise LabelError("the label has no words")
@@ -840,6 +842,32 @@ def _text_not_a_unit(s: str) -> str:
             why = not_a_unit(words)
             if why:
                 return why
+    return ""
+
+
+_EMPTY_ARGUMENT = re.compile(r"\\[A-Za-z]+\s*\{\s*\}")
+
+
+def broken_latex(text: str) -> str:
+    """Why a text that uses LaTeX cannot be read ("" when it can): braces that do not balance
+    (\\{ and \\} are literal), or a command given an empty argument (\\sqrt{})."""
+    depth, i = 0, 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth < 0:
+                return "a } with no {"
+        i += 1
+    if depth:
+        return "a { that never closes"
+    if _EMPTY_ARGUMENT.search(text):
+        return "a command with an empty argument"
     return ""
 
 
