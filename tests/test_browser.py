@@ -337,7 +337,7 @@ def gsm8k_subset(folder, questions: int, wrong: dict[int, str]):
     data = ROOT.parent / "shared" / "data" / "answers"
     tasks_file, samples_file = folder / "gsm8k_test.jsonl", folder / "gsm8k_samples.jsonl"
     with gzip.open(data / "gsm8k_test.jsonl.gz", "rt") as src, tasks_file.open("w") as out:
-        for i, line in zip(range(questions), src):
+        for i, line in zip(range(questions), src, strict=False):
             row = json.loads(line)
             if i in wrong:
                 row["answer"] = row["answer"].rsplit("#### ", 1)[0] + "#### " + wrong[i]
