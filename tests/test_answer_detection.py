@@ -460,3 +460,28 @@ def test_the_label_prior_counts_only_the_tasks_the_vote_decides() -> None:
         for model in (*STRONG, WEAK):
             s.samples(key, model, [str(i), str(i + 7), None, str(3 * i + 1)])
     assert s.analyse().label_prior >= 0.9
+
+
+def test_a_question_nobody_solves_in_a_set_whose_solved_questions_are_often_this_hard_is_not_unsolvable() -> (
+    None
+):
+    s = SetBuilder(clean=0)
+    # Forty fine questions each solved by one sample in twelve, the rest scattered: a hard set.
+    for i in range(40):
+        key = s.task(
+            f"Question {i}: count the ways to tile a board of {i + 5} cells.", str(i + 100)
+        )
+        for n, model in enumerate(STRONG):
+            hit = (i + n) % 3 == 0
+            s.samples(
+                key, model, [str(i + 100) if hit else str(i + 200 + n)] + [str(i + 300 + n)] * 3
+            )
+    key = s.task("Count the ways to tile a board of 99 cells.", "4")
+    s.samples(key, "strong-a", ["3", "7", "40", "5"])
+    s.samples(key, "strong-b", ["9", "1", "8", "66"])
+    s.samples(key, "strong-c", ["15", "2", "6", "100"])
+
+    found = flags_of(s.analyse(), key)
+
+    assert "unsolvable" not in found
+    assert "no_signal" in found  # all twelve wrong: a group filter still drops it

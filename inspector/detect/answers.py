@@ -92,7 +92,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from inspector.detect.answer_readings import ReadingTest, difficulty_prior, reading_test
+from inspector.detect.answer_readings import (
+    DELTA_GRID,
+    ReadingTest,
+    difficulty_prior,
+    reading_test,
+)
 from inspector.detect.codes import FlagCode
 from inspector.detect.depth import severity
 from inspector.detect.flags import FlagFinding
@@ -153,6 +158,10 @@ class AnswerSettings:
     # The set's distribution of task difficulty, for that test, is estimated on this many tasks.
     difficulty_max_tasks: int = 5000
     unsolvable_consensus: float = 0.5  # a non-label answer with this weighted share is consensus
+    # unsolvable only where a fine question of this set, as hard as the set's questions come
+    # (its difficulty drawn from the set's spread), would have been reached by a sample with
+    # at least this chance: a hard question is not a broken one.
+    unsolvable_min_confidence: float = 0.9
     no_signal_min_samples: int = 8
     label_prior_bounds: tuple[float, float] = (0.5, 0.99)
     # The label prior is the label's share of the tasks the vote decides (an answer's posterior
@@ -233,6 +242,12 @@ def analyse_answers(
     models_known = bool((samples["model"] != "").any())
     fit = _fit(samples, verifiable, models_known, settings)
     fit.difficulty = _difficulty(fit, verifiable, settings)
+    # How hard this set's questions come among those some sample solved: a broken question
+    # must not count as a hard fine one when `unsolvable` asks how likely a fine one is missed.
+    solved = set(fit.votes.loc[fit.votes["key"] == _LABEL, "task_key"].unique().tolist())
+    fit.difficulty_solved = (
+        _difficulty(fit, verifiable & solved, settings) if verifiable & solved else None
+    )
 
     findings: list[FlagFinding] = []
     stats: dict[int, AnswerStats] = {}
@@ -330,6 +345,7 @@ class _Fit:
     dependence: dict[str, dict[str, float]] = field(default_factory=dict)
     # log weights of a task's difficulty on `answer_readings.DELTA_GRID` (see `_difficulty`)
     difficulty: np.ndarray | None = None
+    difficulty_solved: np.ndarray | None = None  # the same, over the questions some sample solved
 
 
 def _fit(
@@ -996,26 +1012,34 @@ def _verdict_flags(
             tries: dict[str, int] = {}
             for x in group:
                 tries[x.model] = tries.get(x.model, 0) + 1
-            log_miss = 0.0
+            # A fine question is as hard as the set's solved questions come: its difficulty
+            # delta is drawn from their spread (`fit.difficulty_solved`, estimated as the
+            # readings test's), each model right with logistic(logit p - delta).
+            tries_of, logits = [], []
             for model, n in tries.items():
                 p = fit.task_reliability.get((task_key, model), fit.reliability.get(model, 0.5))
                 voice = _voice(model, present, fit) if models_known else 1.0
                 exponent = n**settings.sample_exponent if models_known else n
-                log_miss += exponent * voice * math.log(max(1e-12, 1.0 - min(p, 0.999)))
-            confidence = 1.0 - math.exp(log_miss)
-            most = f", the most supported at {top_other[0][1]:.0%}" if top_other else ""
-            found.append(
-                _finding(
-                    task_key,
-                    FlagCode.UNSOLVABLE,
-                    confidence,
-                    f"none of {counted} samples reaches the label {label_shown} and no other "
-                    f"answer forms a consensus ({len(any_votes)} different answers{most})",
-                    evidence({"chance_one_would_be_right": round(confidence, 4)}),
-                    [x.run_id for x in group[:MAX_EVIDENCE_RUNS]],
+                tries_of.append(exponent * voice)
+                p = min(max(p, 1e-6), 0.999)
+                logits.append(math.log(p / (1 - p)))
+            confidence = 1.0 - math.exp(_log_all_miss(np.array(tries_of), np.array(logits), fit))
+            if confidence >= settings.unsolvable_min_confidence:
+                most = f", the most supported at {top_other[0][1]:.0%}" if top_other else ""
+                found.append(
+                    _finding(
+                        task_key,
+                        FlagCode.UNSOLVABLE,
+                        confidence,
+                        f"none of {counted} samples reaches the label {label_shown} and no other "
+                        f"answer forms a consensus ({len(any_votes)} different answers{most}); "
+                        f"a question of this set as hard as they come would have been solved "
+                        f"with a chance of {confidence:.0%}",
+                        evidence({"chance_one_would_be_right": round(confidence, 4)}),
+                        [x.run_id for x in group[:MAX_EVIDENCE_RUNS]],
+                    )
                 )
-            )
-            blocking = True
+                blocking = True
 
     if not blocking and counted >= settings.no_signal_min_samples and correct in (0, counted):
         which = "right" if correct else "wrong"
@@ -1031,6 +1055,19 @@ def _verdict_flags(
             )
         )
     return found
+
+
+def _log_all_miss(tries: np.ndarray, logits: np.ndarray, fit: _Fit) -> float:
+    """log P(every try misses | a fine question): each model's `tries` misses at its reliability
+    (`logits`), shifted by the question's difficulty, integrated over the spread of difficulty
+    of the set's solved questions (`fit.difficulty_solved`, log weights on DELTA_GRID); at
+    difficulty 0 without one."""
+    from scipy.special import log_expit, logsumexp
+
+    if fit.difficulty_solved is None:
+        return float((tries * log_expit(-logits)).sum())
+    per_delta = (tries[None, :] * log_expit(DELTA_GRID[:, None] - logits[None, :])).sum(axis=1)
+    return float(logsumexp(fit.difficulty_solved + per_delta))
 
 
 def _voice(model: str, present: list[str], fit: _Fit) -> float:
