@@ -334,7 +334,7 @@ def gsm8k_subset(folder, questions: int, wrong: dict[int, str]):
     replaced after '#### ') and the eight real output sets' responses to them, as one file."""
     import gzip
 
-    data = ROOT.parent / "shared" / "data" / "answers"
+    data = ROOT / "tests" / "data" / "answers"  # a copy of ../shared/data/answers
     tasks_file, samples_file = folder / "gsm8k_test.jsonl", folder / "gsm8k_samples.jsonl"
     with gzip.open(data / "gsm8k_test.jsonl.gz", "rt") as src, tasks_file.open("w") as out:
         for i, line in zip(range(questions), src, strict=False):
