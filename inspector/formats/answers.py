@@ -34,11 +34,14 @@ from typing import Any, BinaryIO
 
 from inspector.formats.humaneval import (
     FormatIssue,
+    LineReport,
     PrefixedStream,
     TaskSetFormatError,
+    check_storable,
     content_hash,
     json_line,
     json_type,
+    sample_id_of,
     short_text,
 )
 
@@ -70,7 +73,6 @@ LABEL_FROM_BOXED = "boxed in solution"
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
 _CHUNK_BYTES = 1 << 20
-_UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 _FUNCTION_TASK_FIELDS = ("canonical_solution", "test")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
@@ -252,7 +254,7 @@ def _read_tasks(
             ids_complete = False
             continue
         before = len(issues)
-        report = _Report(issues, name, line)
+        report = LineReport(issues, name, line)
         task_id = _task_id(obj, report, f"{prefix}/{line - 1}")
         question, label, label_from = _question_and_label(obj, report)
         answer_type = _optional(obj, "answer_type", str, "a string", report, "")
@@ -261,7 +263,7 @@ def _read_tasks(
         domain = _optional(obj, "domain", str, "a string", report, None)
         metadata = _optional(obj, "metadata", dict, "an object", report, {})
         subject = _optional(obj, "subject", str, "a string", report, "")
-        _check_storable(obj, report)
+        check_storable(obj, report)
         if task_id is None:
             ids_complete = False
         elif task_id in first_line:
@@ -296,7 +298,7 @@ def _read_tasks(
     return tasks, ids_complete
 
 
-def _task_id(obj: dict[str, Any], report: _Report, generated: str) -> str | None:
+def _task_id(obj: dict[str, Any], report: LineReport, generated: str) -> str | None:
     for key in ("task_id", "unique_id"):
         if key not in obj:
             continue
@@ -313,7 +315,7 @@ def _task_id(obj: dict[str, Any], report: _Report, generated: str) -> str | None
     return generated
 
 
-def _question_and_label(obj: dict[str, Any], report: _Report) -> tuple[str, str, str]:
+def _question_and_label(obj: dict[str, Any], report: LineReport) -> tuple[str, str, str]:
     """The question, the label and how it was read ("" for each when reported)."""
     shapes = (("question", None), ("problem", "solution"), ("input", "output"))
     found = [(key, solution) for key, solution in shapes if key in obj]
@@ -378,7 +380,7 @@ def _samples(
         if line is None or obj is None:
             continue
         before = len(issues)
-        report = _Report(issues, name, line)
+        report = LineReport(issues, name, line)
         task_id = obj.get("task_id")
         if "task_id" not in obj:
             report("task_id", "missing")
@@ -396,8 +398,8 @@ def _samples(
         if "response" not in obj and obj.get("answer") is None:
             report("response", "missing: a sample needs a `response`, an `answer` or both")
         model = _optional(obj, "model", str, "a string", report, "")
-        given_id = _sample_id(obj, report)
-        _check_storable(obj, report)
+        given_id = sample_id_of(obj, report)
+        check_storable(obj, report)
         sample_id: str | None = None
         if isinstance(task_id, str) and task_id.strip():
             if known_task_ids is not None and task_id not in known_task_ids:
@@ -439,18 +441,8 @@ def _samples(
         yield pending
 
 
-class _Report:
-    """Appends issues for one line of one file."""
-
-    def __init__(self, issues: list[FormatIssue], file: str, line: int) -> None:
-        self._issues, self._file, self._line = issues, file, line
-
-    def __call__(self, field: str | None, reason: str) -> None:
-        self._issues.append(FormatIssue(self._file, self._line, field, reason))
-
-
 def _optional(
-    obj: dict[str, Any], name: str, kind: type, kind_name: str, report: _Report, default: Any
+    obj: dict[str, Any], name: str, kind: type, kind_name: str, report: LineReport, default: Any
 ) -> Any:
     if name not in obj:
         return default
@@ -458,45 +450,6 @@ def _optional(
         report(name, f"must be {kind_name}, got {json_type(obj[name])}")
         return default
     return obj[name]
-
-
-def _sample_id(obj: dict[str, Any], report: _Report) -> str | None:
-    """The given sample_id as text, "" when absent, None when unusable (and reported)."""
-    if "sample_id" not in obj:
-        return ""
-    value = obj["sample_id"]
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if not isinstance(value, str):
-        report("sample_id", f"must be a string or an integer, got {json_type(value)}")
-        return None
-    if not value.strip():
-        report("sample_id", "must not be empty")
-        return None
-    return value
-
-
-def _check_storable(obj: dict[str, Any], report: _Report) -> None:
-    for name, value in obj.items():
-        stack = [name, value]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, str):
-                match = _UNSTORABLE_TEXT.search(item)
-                if match:
-                    found = match.group()
-                    report(
-                        name,
-                        "contains a NUL character (\\u0000), which cannot be stored"
-                        if found == "\x00"
-                        else f"contains an unpaired surrogate (\\u{ord(found):04x}), which is not valid text",
-                    )
-                    break
-            elif isinstance(item, dict):
-                stack.extend(item.keys())
-                stack.extend(item.values())
-            elif isinstance(item, list):
-                stack.extend(item)
 
 
 def _json_lines(

@@ -25,7 +25,10 @@ __all__ = [
     "PrefixedStream",
     "TaskSetFormatError",
     "humaneval_program",
+    "LineReport",
+    "check_storable",
     "json_line",
+    "sample_id_of",
     "read_taskset",
 ]
 
@@ -165,13 +168,13 @@ def _read_tasks(
             ids_complete = False
             continue
         issues_before = len(issues)
-        report = _Report(issues, name, line)
+        report = LineReport(issues, name, line)
         for field in TASK_FIELDS:
             _check_required_string(obj, field, report)
         _check_optional(obj, "domain", str, "a string", report)
         _check_optional(obj, "metadata", dict, "an object", report)
         _check_optional(obj, "contract", str, "a string", report)
-        _check_storable(obj, report)
+        check_storable(obj, report)
         task_id = obj.get("task_id")
         if _is_usable_id(task_id):
             if task_id in first_line:
@@ -223,12 +226,12 @@ def _read_samples(
         if obj is None:
             continue
         issues_before = len(issues)
-        report = _Report(issues, name, line)
+        report = LineReport(issues, name, line)
         for field in SAMPLE_FIELDS:
             _check_required_string(obj, field, report)
         _check_optional(obj, "model", str, "a string", report)
-        given_id = _check_sample_id(obj, report)
-        _check_storable(obj, report)
+        given_id = sample_id_of(obj, report)
+        check_storable(obj, report)
         task_id = obj.get("task_id")
         sample_id: str | None = None
         if _is_usable_id(task_id):
@@ -266,7 +269,7 @@ def _read_samples(
     return samples
 
 
-class _Report:
+class LineReport:
     """Appends issues for one line of one file."""
 
     def __init__(self, issues: list[FormatIssue], file: str, line: int) -> None:
@@ -278,7 +281,7 @@ class _Report:
         self._issues.append(FormatIssue(self._file, self._line, field, reason))
 
 
-def _check_required_string(obj: dict[str, Any], field: str, report: _Report) -> None:
+def _check_required_string(obj: dict[str, Any], field: str, report: LineReport) -> None:
     if field not in obj:
         report(field, "missing")
         return
@@ -292,13 +295,13 @@ def _check_required_string(obj: dict[str, Any], field: str, report: _Report) -> 
 
 
 def _check_optional(
-    obj: dict[str, Any], field: str, kind: type, kind_name: str, report: _Report
+    obj: dict[str, Any], field: str, kind: type, kind_name: str, report: LineReport
 ) -> None:
     if field in obj and not isinstance(obj[field], kind):
         report(field, f"must be {kind_name}, got {json_type(obj[field])}")
 
 
-def _check_sample_id(obj: dict[str, Any], report: _Report) -> str | None:
+def sample_id_of(obj: dict[str, Any], report: LineReport) -> str | None:
     """The given sample_id as text, "" when absent, None when it is unusable (and reported)."""
     if "sample_id" not in obj:
         return ""
@@ -315,7 +318,7 @@ def _check_sample_id(obj: dict[str, Any], report: _Report) -> str | None:
     return value
 
 
-def _check_storable(obj: dict[str, Any], report: _Report) -> None:
+def check_storable(obj: dict[str, Any], report: LineReport) -> None:
     for field, value in obj.items():
         found = _find_unstorable(field) or _find_unstorable(value)
         if found == "\x00":
