@@ -21,6 +21,9 @@ class FlagCode(StrEnum):
     SLOW_REFERENCE = "slow_reference"
     # Answer-graded tasks: the verifier cannot parse the label itself, so no answer can match it.
     UNVERIFIABLE_LABEL = "unverifiable_label"
+    # Repository tasks: the fix is reachable in the repository's own history (git log --all,
+    # reflog, dangling objects), so a solver can copy it instead of writing it.
+    SOLUTION_LEAK = "solution_leak"
 
 
 SEVERITY: dict[FlagCode, int] = {
@@ -30,6 +33,7 @@ SEVERITY: dict[FlagCode, int] = {
     # No response can earn the reward: as broken for training as an unsolvable task.
     FlagCode.UNVERIFIABLE_LABEL: 90,
     FlagCode.MISLABELED: 80,
+    FlagCode.SOLUTION_LEAK: 80,
     FlagCode.REWARD_HACKABLE: 70,
     FlagCode.FLAKY: 60,
     FlagCode.AMBIGUOUS: 75,
