@@ -1,7 +1,7 @@
 """The answer analysis run offline, before the integration exists: the planted sets (seed 0, the
 development set, and seed 1, held out) and real GSM8K with its eight output sets.
 
-    python -m bench.answers.offline [--tasks 600] [--work DIR] [--sloppy]
+    python -m bench.answers.offline [--tasks 600] [--work DIR] [--sloppy] [--samples-per-model 4]
 
 **The verifier here is a stand-in, not the product's.** It runs on the host because it only
 ever reads texts we generated ourselves (the planted samples and probes), plus, for GSM8K, the
@@ -235,9 +235,11 @@ def flags_by_task(tasks: pd.DataFrame, analysis) -> dict[str, set[str]]:
     return flags
 
 
-def run_planted(seed: int, tasks: int, work: Path, *, sloppy: bool = False) -> str:
-    folder = work / f"seed{seed}"
-    truth = planted.generate(folder, seed=seed, tasks=tasks)
+def run_planted(
+    seed: int, tasks: int, work: Path, *, sloppy: bool = False, per_model: int = 4
+) -> str:
+    folder = work / f"seed{seed}-{per_model}"
+    truth = planted.generate(folder, seed=seed, tasks=tasks, samples_per_model=per_model)
     frames = planted_frames(folder, sloppy=sloppy)
     started = time.perf_counter()
     analysis = analyse_answers(*frames)
@@ -252,7 +254,7 @@ def run_planted(seed: int, tasks: int, work: Path, *, sloppy: bool = False) -> s
     lines = [
         report(
             score(truth, flags_by_task(frames[0], analysis)),
-            f"planted seed {seed} ({'dev' if seed == 0 else 'held out'}{', sloppy stand-in verifier' if sloppy else ''}): "
+            f"planted seed {seed} ({'dev' if seed == 0 else 'held out'}{', sloppy stand-in verifier' if sloppy else ''}, {per_model} samples a model): "
             f"{len(truth)} tasks, {len(frames[1])} samples, analysed in {seconds:.1f} s",
         ),
         f"verifier-gaming samples rewarded: {rewarded} of {len(meta['gaming_samples'])}",
@@ -320,11 +322,15 @@ def main(argv: list[str] | None = None) -> None:
         "--sloppy", action="store_true", help="also run seed 0 with a sloppy stand-in verifier"
     )
     parser.add_argument("--skip-gsm8k", action="store_true", help="only the planted sets")
+    parser.add_argument(
+        "--samples-per-model", type=int, default=4, help="answers of each of the 10 models"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         for seed in (0, 1):
-            print(run_planted(seed, args.tasks, work), end="\n\n", flush=True)
+            said = run_planted(seed, args.tasks, work, per_model=args.samples_per_model)
+            print(said, end="\n\n", flush=True)
         if args.sloppy:
             print(run_planted(0, args.tasks, work, sloppy=True), end="\n\n", flush=True)
     if not args.skip_gsm8k:

@@ -113,13 +113,17 @@ class PlantedTask:
     trivial: bool = False
 
 
-def generate(out: Path, *, seed: int, tasks: int) -> dict[str, list[str]]:
-    """Write the four files into `out`; returns the truth (task_id -> defects)."""
+def generate(
+    out: Path, *, seed: int, tasks: int, samples_per_model: int = SAMPLES_PER_MODEL
+) -> dict[str, list[str]]:
+    """Write the four files into `out`; returns the truth (task_id -> defects). Each of the ten
+    simulated models answers each question `samples_per_model` times (4 by default: 40 samples
+    a question)."""
     rng = random.Random(seed)
     planted = _questions(tasks, seed, rng)
     _plant(planted, rng)
     out.mkdir(parents=True, exist_ok=True)
-    samples, gaming = _samples(planted, rng)
+    samples, gaming = _samples(planted, rng, samples_per_model)
     with open(out / "tasks.jsonl", "w", encoding="utf-8") as fh:
         for t in planted:
             line = {
@@ -306,7 +310,9 @@ def _near_copy(question: str, rng: random.Random) -> str:
 # --- samples ----------------------------------------------------------------------------------
 
 
-def _samples(planted: list[PlantedTask], rng: random.Random) -> tuple[list[dict], list[dict]]:
+def _samples(
+    planted: list[PlantedTask], rng: random.Random, per_model: int
+) -> tuple[list[dict], list[dict]]:
     from inspector.detect.answer_probes import ANSWER_PROBES, answer_probe_texts, other_values
 
     samples: list[dict] = []
@@ -325,10 +331,8 @@ def _samples(planted: list[PlantedTask], rng: random.Random) -> tuple[list[dict]
                 own = 1.0 - (1 - pl) * 0.9 * SHARED_MISTAKE
                 p = min(0.99, p / own)
             values = []
-            for k in range(SAMPLES_PER_MODEL):
-                copied = (
-                    leader_values.get(leader, [None] * SAMPLES_PER_MODEL)[k] if leader else None
-                )
+            for k in range(per_model):
+                copied = leader_values.get(leader, [None] * per_model)[k] if leader else None
                 if copied is not None and copied not in t.valid and rng.random() < SHARED_MISTAKE:
                     value = copied
                 elif t.scatter:

@@ -14,7 +14,7 @@ Also printed: the inspection's wall time and runs, and how many of the planted v
 samples the verifier rewarded (none should be).
 
 Run: .venv/bin/python bench/answers/planted_platform.py [--seed 0] [--tasks 600]
-[--concurrency 2]
+[--concurrency 2] [--samples-per-model 4]
 """
 
 from __future__ import annotations
@@ -66,13 +66,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tasks", type=int, default=600)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--samples-per-model", type=int, default=4, help="of each of 10 models")
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-answers-planted-{args.seed}-"))
     env = {**os.environ, "INSPECTOR_DATA_DIR": str(tmp), "PYTHONUNBUFFERED": "1"}
     for name in ("DATABASE_URL", "CELERY_BROKER_URL", "SANDBOX_BACKEND"):
         env.pop(name, None)
-    truth = generate(tmp, seed=args.seed, tasks=args.tasks)
+    truth = generate(
+        tmp, seed=args.seed, tasks=args.tasks, samples_per_model=args.samples_per_model
+    )
     manage(env, "migrate", "--no-input", "-v0")
     print(manage(env, "import_tasks", str(tmp / "tasks.jsonl"), "--samples",
                  str(tmp / "samples.jsonl"), "--taskset", "planted").strip())  # fmt: skip
@@ -87,7 +90,13 @@ def main() -> None:
     for line in (tmp / "report.jsonl").read_text().splitlines():
         row = json.loads(line)
         flags[row["task_id"]] = set(row.get("flags") or [])
-    print(report(score(truth, flags), f"planted answer-graded set, seed {args.seed}, platform"))
+    print(
+        report(
+            score(truth, flags),
+            f"planted answer-graded set, seed {args.seed}, platform, "
+            f"{args.samples_per_model} samples a model",
+        )
+    )
     env["GAMING_META"] = str(tmp / "meta.json")
     gaming = json.loads(manage(env, "shell", "-c", GAMING).strip().splitlines()[-1])
     print(f"verifier-gaming samples rewarded: {gaming['rewarded']} of {gaming['gaming']}")
