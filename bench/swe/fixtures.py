@@ -837,6 +837,9 @@ def _build(work: Path, home: Path):
     leak_commit = git.commit(fixed, fix_message, fix_date)
     git("checkout", "--quiet", "main")
     git("pack-refs", "--all")
+    # A loose ref again: with every ref packed, .git/refs holds only empty folders, which a
+    # snapshot of files loses, and git does not take a .git without refs/ for a repository.
+    git("tag", "v5.3.3", base_commit)
     environment("tkem__cachetools-leak-branch", git, project.dockerfile)
     instance(
         project,
