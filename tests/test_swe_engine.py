@@ -106,7 +106,10 @@ def runs(executor, sources, samples, builds):
         "delete-faithful": (cachetools, {**probe(sources[cachetools], "delete-tests"), "mode": "faithful"}),
         "history-leak": ("tkem__cachetools-leak-branch", probe(sources[cachetools], "git-history")),
         "history-clean": (cachetools, probe(sources[cachetools], "git-history")),
+        "script-delete": (inflection, {"script": "rm -r inflection\n"}),
     }  # fmt: skip
+    # The agent passes its limit: the tests still run (and fail), the run says it timed out.
+    slow = dict(sources[inflection], timeout_sec=3)
     for model, patch in samples[inflection].items():
         plan[f"sample-{model}"] = (inflection, {"patch": patch})
     for mode in ("faithful", "isolated"):
@@ -128,13 +131,15 @@ def runs(executor, sources, samples, builds):
     ]
 
     def make(key):
+        if key == "agent-timeout":
+            return executor.run(slow, builds[inflection].tag, script="sleep 60\n")
         if key.startswith("scan:"):
             instance_id = key[5:]
             return executor.leak_scan(sources[instance_id], builds[instance_id].tag)
         instance_id, kwargs = plan[key]
         return executor.run(sources[instance_id], builds[instance_id].tag, **kwargs)
 
-    keys = list(plan) + [f"scan:{i}" for i in scans]
+    keys = ["agent-timeout", *plan, *(f"scan:{i}" for i in scans)]
     with ThreadPoolExecutor(4) as pool:
         return dict(zip(keys, pool.map(make, keys), strict=True))
 
@@ -205,6 +210,19 @@ def test_a_patch_that_does_not_apply_is_apply_failed_and_no_test_runs(runs, swe_
 def test_a_script_that_fixes_the_working_tree_is_carried_into_the_isolated_check(runs):
     assert runs["script-fix"]["outcome"] == "resolved"
     assert runs["script-fix"]["apply"]["method"] == "script"
+
+
+def test_what_a_solution_deletes_is_deleted_in_the_isolated_check_too(runs):
+    run = runs["script-delete"]
+    assert run["outcome"] == "broken"
+    assert "No module named 'inflection'" in run["collection_error"]
+
+
+def test_an_agent_past_its_limit_is_stopped_and_the_run_timed_out(runs):
+    run = runs["agent-timeout"]
+    assert run["agent"]["timed_out"] and run["agent"]["seconds"] < 10
+    assert run["outcome"] == "timed_out" and run["verifier"]["exit_code"] == 1
+    assert "agent passed its timeout" in run["reason"]
 
 
 # --- Planted defects ------------------------------------------------------------------------------
