@@ -173,3 +173,12 @@ def purge_broker() -> None:
     from inspector.celery import app
 
     app.control.purge()
+
+
+@pytest.fixture(scope="session")
+def swe_fixture(tmp_path_factory):
+    """The SWE-bench fixture set of bench/swe/fixtures.py (instances, environments, predictions,
+    truth), built once per session."""
+    from bench.swe import fixtures
+
+    return fixtures.build(tmp_path_factory.mktemp("swe-fixtures"))
