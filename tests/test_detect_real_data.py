@@ -249,6 +249,43 @@ def test_a_passing_sample_that_differs_from_the_reference_shows_the_tests_are_we
     assert "s2" in found.explanation and "accepts both" in found.explanation
 
 
+def test_an_accepted_disagreement_says_which_side_the_other_passing_samples_take() -> None:
+    inputs = ["0", "1"]
+    reference = vector({"0": "''", "1": "'1'"}, inputs)
+    samples = {
+        "s1": vector({"0": "'0'", "1": "'1'"}, inputs),
+        "s2": vector({"0": "'0'", "1": "'1'"}, inputs),
+        "s3": vector({"0": "'0'", "1": "'1'"}, inputs),
+    }
+
+    found = accepted_disagreements(reference, samples, {k: 1.0 for k in samples})
+
+    assert found is not None
+    first = found.disagreements[0]
+    assert (first.with_reference, first.with_sample) == (0, 2)
+    assert "the reference may be the wrong side" in found.explanation
+
+
+def test_a_lone_wrong_sample_against_samples_that_side_with_the_reference_blames_no_reference() -> (
+    None
+):
+    inputs = ["[2, 2]"]
+    reference = vector({"[2, 2]": 2}, inputs)
+    samples = {
+        "s1": vector({"[2, 2]": 4}, inputs),
+        "s2": vector({"[2, 2]": 2}, inputs),
+        "s3": vector({"[2, 2]": 2}, inputs),
+    }
+
+    found = accepted_disagreements(reference, samples, {k: 1.0 for k in samples})
+
+    assert found is not None
+    first = found.disagreements[0]
+    assert (first.sample_id, first.with_reference, first.with_sample) == ("s1", 2, 0)
+    assert "2 give the reference's answer" in found.explanation
+    assert "wrong side" not in found.explanation
+
+
 def test_one_sample_on_one_input_is_weaker_evidence_than_two_models_in_distinct_ways() -> None:
     inputs = ["1", "2"]
     reference = vector({"1": 1, "2": 2}, inputs)

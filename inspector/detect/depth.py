@@ -454,6 +454,8 @@ def _accepted_evidence(accepted) -> list[dict]:
             "reference_output": d.difference.left,
             "sample_output": d.difference.right,
             "differing_inputs": d.differing_inputs,
+            "with_reference": d.with_reference,
+            "with_sample": d.with_sample,
         }
         for d in accepted.disagreements[:MAX_DISAGREEMENTS_SHOWN]
     ]

@@ -22,6 +22,23 @@ class AcceptedDisagreement:
     model: str
     difference: Difference  # left: the reference, right: the sample
     differing_inputs: int
+    # On the difference's input, the other passing samples that give the reference's answer,
+    # and those that give this sample's: who is wrong is not decided, but this is what it rests on.
+    with_reference: int = 0
+    with_sample: int = 0
+
+    @property
+    def sides(self) -> str:
+        others = self.with_reference + self.with_sample
+        if not others:
+            return "no other passing sample answers that input alike with either side"
+        said = (
+            f"of the other passing samples, {self.with_reference} give the reference's answer "
+            f"there and {self.with_sample} this sample's"
+        )
+        if self.with_reference == 0 and self.with_sample >= 1:
+            said += " (the reference may be the wrong side: a wrong reference the check accepts)"
+        return said
 
 
 @dataclass(frozen=True)
@@ -64,12 +81,20 @@ def accepted_disagreements(
         if not positions:
             continue
         patterns.add(tuple((index, vector.digests[index]) for index in positions))
+        difference = best_difference(reference, vector, positions)
+        others = [
+            other.digests[difference.index]
+            for other_key, other in zip(ids, present, strict=True)
+            if other_key != key
+        ]
         found.append(
             AcceptedDisagreement(
                 sample_id=key,
                 model=(models or {}).get(key, ""),
-                difference=best_difference(reference, vector, positions),
+                difference=difference,
                 differing_inputs=len(positions),
+                with_reference=others.count(reference.digests[difference.index]),
+                with_sample=others.count(vector.digests[difference.index]),
             )
         )
     if not found:
@@ -92,6 +117,7 @@ def accepted_disagreements(
         + "): the check accepts both sides, so at least one is a wrong solution it lets "
         f"through; e.g. {first.sample_id}: "
         + first.difference.describe("the reference", first.sample_id)
+        + f"; {first.sides}"
     )
     return AcceptedWrong(
         disagreements=found,
