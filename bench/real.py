@@ -674,6 +674,7 @@ def memorised_completion(task: dict, checked: list[str]) -> str:
 
 
 def confirm_on_evidence(
+    humaneval: dict[str, dict],
     plus: dict[str, dict],
     samples: list[dict],
     evidence: dict[str, list[dict]],
@@ -684,8 +685,9 @@ def confirm_on_evidence(
     nothing (the flag is false against the truth above): in the sandbox, the inputs EvalPlus's
     contract admits, EvalPlus's corrected answers on them, and whether the flag's samples (that
     pass HumanEval's tests) or HumanEval's reference give a wrong one by EvalPlus's rule.
-    task_id -> {"samples_wrong": [...], "reference_wrong": bool, "refused": [...], "said": str}."""
-    humaneval = {t["task_id"]: t for t in read_jsonl(humaneval_path())}
+    `humaneval` and `plus`: task_id -> HumanEval's line, HumanEval+'s line.
+    task_id -> {"samples_wrong": [...], "mutants_wrong": [...], "reference_wrong": bool,
+    "refused": [...], "kept": int, "said": str, "error": str}."""
     by_id = {(s["task_id"], str(s["sample_id"])): s for s in samples}
     jobs: dict[str, tuple[str, float]] = {}
     ids: dict[str, list[str]] = {}
@@ -1198,7 +1200,8 @@ def humaneval_mode(args: argparse.Namespace) -> None:
     finally:
         if out is None:
             shutil.rmtree(folder, ignore_errors=True)
-    confirmed = confirm_on_evidence(plus, samples, evidence, truth, args.concurrency)
+    humaneval = {t["task_id"]: t for t in read_jsonl(humaneval_path())}
+    confirmed = confirm_on_evidence(humaneval, plus, samples, evidence, truth, args.concurrency)
     score_humaneval(report, truth, confirmed)
 
 
