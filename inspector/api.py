@@ -142,6 +142,7 @@ def _taskset_upload(request: HttpRequest) -> JsonResponse:
     if not name or tasks_file is None:
         return error(400, "multipart fields `name` and `tasks_file` are required")
     samples_file = request.FILES.get("samples_file")
+    environments_file = request.FILES.get("environments_file")
     try:
         version = services.taskset_import(
             name=name,
@@ -149,6 +150,8 @@ def _taskset_upload(request: HttpRequest) -> JsonResponse:
             tasks_name=tasks_file.name,
             samples_file=samples_file,
             samples_name=samples_file.name if samples_file else "",
+            environments=environments_file,
+            environments_name=environments_file.name if environments_file else "",
             terminal_mode=request.POST.get("terminal_mode", ""),
             answer_rule=request.POST.get("answer_rule", ""),
             by=request.user,

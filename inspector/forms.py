@@ -18,15 +18,26 @@ class UploadForm(forms.Form):
         label="Tasks",
         help_text=(
             "HumanEval-style JSONL (plain or .gz); answer-graded questions as JSONL (task_id, "
-            "question, answer; GSM8K's and MATH's own lines too); or Harbor / Terminal-Bench "
-            "task folders as a .zip or .tar.gz (one folder per task)."
+            "question, answer; GSM8K's and MATH's own lines too); Harbor / Terminal-Bench "
+            "task folders as a .zip or .tar.gz (one folder per task); or SWE-bench instances "
+            "as JSONL (instance_id, repo, base_commit, patch, test_patch, ...)."
         ),
+    )
+    environments_file = forms.FileField(
+        label="Environments (SWE-bench instances)",
+        help_text=(
+            "A .tar.gz or .zip with a folder per instance (or per the line's `environment`): "
+            "the repository at base_commit, its .git included, and a Dockerfile beside it. "
+            "Not needed for instances that name an `image` you already have."
+        ),
+        required=False,
     )
     samples_file = forms.FileField(
         label="Sampled solutions (optional)",
         help_text=(
-            "JSONL: task_id and completion (functions), script (terminal tasks), or response "
-            "and/or answer, with model (answer-graded questions; every model's in one file)."
+            "JSONL: task_id and completion (functions), script (terminal tasks), response "
+            "and/or answer, with model (answer-graded questions; every model's in one file), or "
+            "SWE-bench predictions (instance_id, model_patch, model_name_or_path)."
         ),
         required=False,
     )

@@ -110,6 +110,8 @@ class TaskSetVersion(models.Model):
     )
     tasks_filename = models.CharField(max_length=300, blank=True)
     samples_filename = models.CharField(max_length=300, blank=True)
+    # Repository tasks: the archive of environment folders uploaded with the instances.
+    environments_filename = models.CharField(max_length=300, blank=True)
     task_count = models.PositiveIntegerField(default=0)
     sample_count = models.PositiveIntegerField(default=0)
 
@@ -130,7 +132,8 @@ class TaskSetVersion(models.Model):
         """The names of the files the version was uploaded from, as their uploader knows them:
         without the folders a command read them from on the server (versions imported before
         the import kept names only may still hold a path)."""
-        return [file_name(n) for n in (self.tasks_filename, self.samples_filename) if n]
+        names = (self.tasks_filename, self.environments_filename, self.samples_filename)
+        return [file_name(n) for n in names if n]
 
 
 class Task(models.Model):
@@ -140,10 +143,12 @@ class Task(models.Model):
     FUNCTION = "function"
     TERMINAL = "terminal"
     ANSWER = "answer"
+    REPO = "repo"
     KIND_CHOICES = [
         (FUNCTION, "function (HumanEval-style)"),
         (TERMINAL, "terminal (task folder)"),
         (ANSWER, "answer-graded (question and label)"),
+        (REPO, "repository (SWE-bench instance)"),
     ]
 
     version = models.ForeignKey(TaskSetVersion, on_delete=models.CASCADE, related_name="tasks")
@@ -152,7 +157,10 @@ class Task(models.Model):
     kind = models.CharField(max_length=10, choices=KIND_CHOICES, default=FUNCTION)
     # For terminal tasks: the instruction, the reference's entry script and the check's entry
     # script; the whole folder is in `source`. For answer-graded tasks: the question and its
-    # label (the reference answer as uploaded); `test` and `entry_point` stay empty.
+    # label (the reference answer as uploaded); `test` and `entry_point` stay empty. For
+    # repository tasks: the problem statement, the gold patch and the test_patch; the instance
+    # (its line as uploaded in source["line"]) and its environment are in `source`, the repo in
+    # `domain`, base_commit, version, hints and dates in `metadata`.
     prompt = models.TextField()
     canonical_solution = models.TextField()
     test = models.TextField()
@@ -167,6 +175,10 @@ class Task(models.Model):
     # manifest carries; the audit trail holds who and why.
     answer_type = models.CharField(max_length=20, blank=True)
     corrected_label = models.TextField(blank=True)
+    # Repository tasks: the FAIL_TO_PASS and PASS_TO_PASS test ids (lists, however the upload
+    # wrote them), which the analysis and the task page read without the environment's files.
+    fail_to_pass = models.JSONField(default=list, blank=True)
+    pass_to_pass = models.JSONField(default=list, blank=True)
     # Static findings that need no run (terminal tasks): code, file, line, message.
     lint = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=12, choices=STATUS_CHOICES, default=ACTIVE)

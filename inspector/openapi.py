@@ -288,6 +288,12 @@ def document(server: str = "") -> dict:
                                         "name": {"type": "string"},
                                         "tasks_file": {"type": "string", "format": "binary"},
                                         "samples_file": {"type": "string", "format": "binary"},
+                                        "environments_file": {
+                                            "type": "string",
+                                            "format": "binary",
+                                            "description": "SWE-bench instances: their "
+                                            "environment folders (.tar.gz or .zip)",
+                                        },
                                         "terminal_mode": {
                                             "type": "string",
                                             "enum": ["faithful", "isolated"],

@@ -65,6 +65,7 @@ def taskset_upload(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         tasks_file = form.cleaned_data["tasks_file"]
         samples_file = form.cleaned_data.get("samples_file")
+        environments_file = form.cleaned_data.get("environments_file")
         try:
             version = services.taskset_import(
                 name=form.cleaned_data["name"],
@@ -72,6 +73,8 @@ def taskset_upload(request: HttpRequest) -> HttpResponse:
                 tasks_name=tasks_file.name,
                 samples_file=samples_file,
                 samples_name=samples_file.name if samples_file else "",
+                environments=environments_file,
+                environments_name=environments_file.name if environments_file else "",
                 terminal_mode=form.cleaned_data.get("terminal_mode") or "",
                 answer_rule=form.cleaned_data.get("answer_rule") or "",
                 by=request.user,

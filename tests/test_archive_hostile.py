@@ -344,6 +344,21 @@ def test_mac_and_git_clutter_is_left_out():
     assert list(tree) == ["t/task.toml"]
 
 
+def test_git_folders_are_kept_when_asked_and_the_rest_of_the_clutter_is_not():
+    # A SWE-bench environment is a repository snapshot: its .git is part of it.
+    tree = read_tree(
+        zip_bytes(
+            ("env/Dockerfile", b"FROM x\n"),
+            ("env/.git/HEAD", b"ref: refs/heads/main\n"),
+            ("env/sub/.git/config", b"[core]"),
+            ("__MACOSX/env/._Dockerfile", b"junk"),
+        ),
+        name="environments.zip",
+        keep_git=True,
+    )
+    assert list(tree) == ["env/.git/HEAD", "env/Dockerfile", "env/sub/.git/config"]
+
+
 def test_the_format_is_told_by_content_not_by_name():
     tree = read_tree(tar_bytes(GOOD), name="misnamed.zip")
     assert list(tree) == ["task/ok.txt"]

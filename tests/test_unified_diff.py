@@ -127,6 +127,12 @@ def test_a_hunk_whose_counts_disagree_with_its_lines_names_the_line():
     assert "diff --git a/pkg/new.py" in str(err.value)
 
 
+def test_a_hunk_cut_short_names_the_line_of_its_header():
+    with pytest.raises(DiffError, match="ends early") as err:
+        parse("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n")
+    assert err.value.line == 4
+
+
 def test_text_outside_any_file_names_the_line():
     with pytest.raises(DiffError) as err:
         parse("some words\n" + DIFF)

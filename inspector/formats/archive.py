@@ -30,7 +30,9 @@ never writes anything to disk, and it treats the upload as hostile:
   folder.
 
 Ignored, without reading their data: ``__MACOSX/`` and ``.git/`` folders (at any depth),
-``.DS_Store`` files and AppleDouble ``._*`` files. Folders themselves are not returned; empty
+``.DS_Store`` files and AppleDouble ``._*`` files. ``keep_git=True`` keeps the ``.git/``
+folders (a repository snapshot's history, as SWE-bench environments need it), read and counted
+like any other member. Folders themselves are not returned; empty
 folders therefore vanish.
 
 File modes: the permission bits (``mode & 0o777``; setuid, setgid and sticky bits are dropped).
@@ -145,18 +147,20 @@ def read_tree(
     name: str,
     limits: ArchiveLimits = ArchiveLimits(),  # noqa: B008 (frozen, so sharing it is safe)
     strip_single_root: bool = False,
+    keep_git: bool = False,
 ) -> dict[str, FileEntry]:
     """Every regular file of an archive or folder, by POSIX path relative to its root.
 
     `path_or_fileobj` is a path (to a folder or to an archive file), a binary file object (read
     from its current position; a non-seekable one is spooled to a temporary file first, at most
     `2 * max_bytes + 16 MiB` of it), or the archive's bytes. `name` is what messages call the
-    upload (its file name). The result is sorted by path.
+    upload (its file name). The result is sorted by path. `keep_git` keeps `.git/` folders.
     """
+    ignored = IGNORED_FOLDERS - {".git"} if keep_git else IGNORED_FOLDERS
     if isinstance(path_or_fileobj, str | os.PathLike):
         path = Path(path_or_fileobj)
         if path.is_dir():
-            collector = _Collector(name, limits, packed_size=None)
+            collector = _Collector(name, limits, packed_size=None, ignored_folders=ignored)
             _read_folder(path, collector)
             return collector.finish(strip_single_root)
         try:
@@ -164,17 +168,23 @@ def read_tree(
         except OSError as exc:
             raise ArchiveError(f"{name}: cannot be opened: {exc.strerror or exc}") from None
         with handle:
-            return _read_archive(handle, name, limits, strip_single_root)
+            return _read_archive(handle, name, limits, strip_single_root, ignored)
     if isinstance(path_or_fileobj, bytes | bytearray | memoryview):
-        return _read_archive(io.BytesIO(bytes(path_or_fileobj)), name, limits, strip_single_root)
-    return _read_archive(path_or_fileobj, name, limits, strip_single_root)
+        return _read_archive(
+            io.BytesIO(bytes(path_or_fileobj)), name, limits, strip_single_root, ignored
+        )
+    return _read_archive(path_or_fileobj, name, limits, strip_single_root, ignored)
 
 
 # --- Archives ------------------------------------------------------------------------------------
 
 
 def _read_archive(
-    stream: BinaryIO, name: str, limits: ArchiveLimits, strip_single_root: bool
+    stream: BinaryIO,
+    name: str,
+    limits: ArchiveLimits,
+    strip_single_root: bool,
+    ignored: frozenset[str] = IGNORED_FOLDERS,
 ) -> dict[str, FileEntry]:
     seekable = _is_seekable(stream)
     if not seekable:
@@ -194,12 +204,16 @@ def _read_archive(
                     )
                 spool.write(chunk)
             spool.seek(0)
-            return _read_seekable(spool, name, limits, strip_single_root)  # type: ignore[arg-type]
-    return _read_seekable(stream, name, limits, strip_single_root)
+            return _read_seekable(spool, name, limits, strip_single_root, ignored)  # type: ignore[arg-type]
+    return _read_seekable(stream, name, limits, strip_single_root, ignored)
 
 
 def _read_seekable(
-    stream: BinaryIO, name: str, limits: ArchiveLimits, strip_single_root: bool
+    stream: BinaryIO,
+    name: str,
+    limits: ArchiveLimits,
+    strip_single_root: bool,
+    ignored: frozenset[str] = IGNORED_FOLDERS,
 ) -> dict[str, FileEntry]:
     start = stream.tell()
     stream.seek(0, io.SEEK_END)
@@ -217,7 +231,7 @@ def _read_seekable(
         )
     if start:
         stream = _Window(stream, start)  # type: ignore[assignment]
-    collector = _Collector(name, limits, packed_size=packed_size)
+    collector = _Collector(name, limits, packed_size=packed_size, ignored_folders=ignored)
     if kind == "zip":
         _read_zip(stream, collector)
     else:
@@ -480,7 +494,7 @@ def _read_folder(root: Path, collector: _Collector) -> None:
                         continue
                 collector.add_symlink(member, path, target)
             elif entry.is_dir(follow_symlinks=False):
-                if entry.name in IGNORED_FOLDERS:
+                if entry.name in collector.ignored_folders:
                     continue
                 if depth + 1 > collector.limits.max_depth:
                     raise ArchiveError(
@@ -523,8 +537,15 @@ class _Link:
 
 
 class _Collector:
-    def __init__(self, name: str, limits: ArchiveLimits, packed_size: int | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        limits: ArchiveLimits,
+        packed_size: int | None,
+        ignored_folders: frozenset[str] = IGNORED_FOLDERS,
+    ) -> None:
         self.name = name
+        self.ignored_folders = ignored_folders
         self.limits = limits
         self.packed_size = packed_size
         self.files: dict[str, FileEntry] = {}
@@ -560,7 +581,8 @@ class _Collector:
             raise ArchiveError(
                 f"{name}: member {member!r} is nested more than {self.limits.max_depth} levels deep"
             )
-        if any(part in IGNORED_FOLDERS for part in parts[:-1]) or parts[-1] in IGNORED_FOLDERS:
+        ignored = self.ignored_folders
+        if any(part in ignored for part in parts[:-1]) or parts[-1] in ignored:
             return None
         if parts[-1] in IGNORED_FILES or parts[-1].startswith("._"):
             return None

@@ -28,6 +28,8 @@ __all__ = [
     "LineReport",
     "check_storable",
     "json_line",
+    "json_objects",
+    "read_limited",
     "sample_id_of",
     "read_taskset",
 ]
@@ -155,14 +157,14 @@ def _read_tasks(
     stream: BinaryIO, name: str, max_bytes: int, issues: list[FormatIssue]
 ) -> tuple[list[ParsedTask], bool, dict[str, int]]:
     """Returns the valid tasks, whether every line's task_id was readable, and task_id -> line."""
-    data = _read_limited(stream, name, max_bytes, issues)
+    data = read_limited(stream, name, max_bytes, issues)
     if data is None:
         return [], False, {}
     tasks: list[ParsedTask] = []
     first_line: dict[str, int] = {}
     ids_complete = True
     nonblank_lines = 0
-    for line, obj in _json_objects(data, name, issues):
+    for line, obj in json_objects(data, name, issues):
         nonblank_lines += 1
         if obj is None:
             ids_complete = False
@@ -216,13 +218,13 @@ def _read_samples(
     known_task_ids: dict[str, int] | None,
     tasks_name: str,
 ) -> list[ParsedSample]:
-    data = _read_limited(stream, name, max_bytes, issues)
+    data = read_limited(stream, name, max_bytes, issues)
     if data is None:
         return []
     samples: list[ParsedSample] = []
     samples_per_task: dict[str, int] = {}
     first_line: dict[tuple[str, str], int] = {}
-    for line, obj in _json_objects(data, name, issues):
+    for line, obj in json_objects(data, name, issues):
         if obj is None:
             continue
         issues_before = len(issues)
@@ -372,7 +374,7 @@ def short_text(text: str, limit: int = 60) -> str:
     return repr(text)
 
 
-def _json_objects(
+def json_objects(
     data: bytes, file: str, issues: list[FormatIssue]
 ) -> Iterator[tuple[int, dict[str, Any] | None]]:
     """(line number, object) for every non-blank line; the object is None if unreadable.
@@ -438,7 +440,7 @@ class _TooLarge(Exception):
     pass
 
 
-def _read_limited(
+def read_limited(
     stream: BinaryIO, file: str, max_bytes: int, issues: list[FormatIssue]
 ) -> bytes | None:
     """The file's uncompressed bytes, or None after reporting why they cannot be had."""

@@ -176,7 +176,7 @@ def _read_hunk_body(hunk: Hunk, lines: list[str], i: int) -> int:
         if i >= len(lines):
             raise DiffError(
                 f"hunk {hunk.header!r} ends early: {old_left} old and {new_left} new lines missing",
-                start - 1,
+                start,  # the hunk header's line (1-based)
             )
         line = lines[i]
         kind = line[:1]

@@ -5,6 +5,9 @@ commands call these (through the names below); they hold no logic of their own.
 - `inspections`: starting an inspection, dispatching its runs, scheduled re-inspections;
 - `function_runs`: executing function tasks' runs in a sandbox session and recording them;
 - `terminal_tasksets`: reading an upload of terminal task folders into the rows to store;
+- `answer_tasksets`: reading an upload of answer-graded questions into the rows to store;
+- `repo_tasksets`: reading an upload of SWE-bench instances, their environments and
+  predictions into the rows to store;
 - `terminal_runs`: executing terminal tasks' runs (Docker) and recording them;
 - `lifecycle`: counting runs done, sweeping runs whose lease ran out;
 - `analysis`: turning an inspection's runs into flags (detect/ does the work);

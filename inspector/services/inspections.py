@@ -64,6 +64,11 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
             f"Inspection #{running.pk} of {version} is still {running.status} "
             f"({running.runs_done}/{running.runs_total} runs); wait for it to finish."
         )
+    if version.tasks.filter(kind=Task.REPO).exists():
+        raise ServiceError(
+            f"{version} holds repository tasks (SWE-bench instances): they import and are "
+            "checked at import, but inspecting them is not built yet."
+        )
     config = inspection_config()
     if trigger:
         config["trigger"] = trigger

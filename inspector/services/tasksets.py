@@ -1,5 +1,6 @@
-"""Importing a task set as a new version (HumanEval-style JSONL or terminal task folders), and
-carrying the review of unchanged tasks over."""
+"""Importing a task set as a new version (HumanEval-style JSONL, answer-graded JSONL, terminal
+task folders or SWE-bench repository instances), and carrying the review of unchanged tasks
+over."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from inspector.models import (
 )
 from inspector.services.answer_tasksets import answer_parse, answer_samples, is_answer_upload
 from inspector.services.errors import ServiceError
+from inspector.services.repo_tasksets import is_repo_upload, repo_parse
 from inspector.services.terminal_tasksets import is_terminal_upload, terminal_parse
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,8 @@ def taskset_import(
     tasks_folder: Path | None = None,
     samples_file: BinaryIO | None = None,
     samples_name: str = "",
+    environments: Path | BinaryIO | None = None,
+    environments_name: str = "",
     terminal_mode: str = "",
     answer_rule: str = "",
     by=None,
@@ -47,9 +51,11 @@ def taskset_import(
 
     The upload is a HumanEval-style JSONL (plain or .gz) of function tasks, a JSONL of
     answer-graded questions (ours, GSM8K's or MATH's lines; `answer_rule` says how the set's
-    responses are read), or terminal task folders: a folder on disk (`tasks_folder`), a .zip or
-    a .tar.gz. Raises TaskSetFormatError
-    (every bad line, with file, line and field) or ServiceError; either way nothing is stored."""
+    responses are read), terminal task folders: a folder on disk (`tasks_folder`), a .zip or
+    a .tar.gz, or a JSONL of SWE-bench instances with `environments` (an archive or a folder of
+    environment folders; not needed when every instance names an `image`) and predictions as
+    the samples. Raises TaskSetFormatError (every bad line, with file, line and field) or
+    ServiceError; either way nothing is stored."""
     name = name.strip()
     if not TASKSET_NAME_RE.match(name):
         raise ServiceError(
@@ -69,7 +75,7 @@ def taskset_import(
                 f"Answer rule {answer_rule!r} is not one of {', '.join((*RULES, GIVEN))}."
             )
     tasks_input: Path | BinaryIO | None = tasks_folder
-    answer = False
+    answer = repo = False
     if tasks_input is None:
         if tasks_file is None:
             raise ServiceError("Nothing to import: give a tasks file or a folder of tasks.")
@@ -77,11 +83,34 @@ def taskset_import(
         tasks_file.seek(0)
         if is_terminal_upload(head):
             tasks_input = tasks_file
+        elif is_repo_upload(tasks_file):
+            repo = True
         else:
             answer = is_answer_upload(tasks_file)
+    if environments is not None and not repo:
+        raise ServiceError(
+            f"{environments_name or 'The environments archive'}: environments go with repository "
+            "tasks (a JSONL of SWE-bench instances), and the tasks file is not one."
+        )
     # Sample rows, a list read whole, or (answer-graded sets) batches streamed while storing.
     sample_batches: Iterable[list[dict]] = ()
-    if answer:
+    if repo:
+        assert tasks_file is not None
+        from inspector.formats.archive import ArchiveError
+
+        try:
+            parsed = repo_parse(
+                tasks_file=tasks_file,
+                tasks_name=tasks_name,
+                environments=environments,
+                environments_name=environments_name,
+                samples_file=samples_file,
+                samples_name=samples_name,
+            )
+        except ArchiveError as exc:
+            raise ServiceError(str(exc)) from None
+        task_rows, sample_rows = parsed.tasks, parsed.samples
+    elif answer:
         assert tasks_file is not None
         task_rows = answer_parse(tasks_file=tasks_file, tasks_name=tasks_name).tasks
         sample_rows = []
@@ -154,6 +183,7 @@ def taskset_import(
             # server, which the pages have no business showing.
             tasks_filename=file_name(tasks_name)[:300],
             samples_filename=file_name(samples_name)[:300],
+            environments_filename=file_name(environments_name)[:300] if environments else "",
             task_count=len(task_rows),
             sample_count=len(sample_rows),
         )

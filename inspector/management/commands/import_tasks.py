@@ -14,8 +14,8 @@ class Command(BaseCommand):
     help = (
         "Import a task set as a new version of NAME: a HumanEval-style JSONL (plain or .gz), a "
         "JSONL of answer-graded questions (task_id, question, answer; or GSM8K's or MATH's own "
-        "lines), or Harbor / Terminal-Bench task folders (a folder holding one folder per task, "
-        "a .zip or a .tar.gz)."
+        "lines), Harbor / Terminal-Bench task folders (a folder holding one folder per task, "
+        "a .zip or a .tar.gz), or a JSONL of SWE-bench instances with --environments."
     )
 
     def add_arguments(self, parser) -> None:
@@ -23,8 +23,8 @@ class Command(BaseCommand):
             "tasks",
             metavar="PATH",
             help=(
-                "JSONL of tasks (task_id, prompt, canonical_solution, test, entry_point), or a "
-                "folder / .zip / .tar.gz of task folders"
+                "JSONL of tasks (task_id, prompt, canonical_solution, test, entry_point), a "
+                "folder / .zip / .tar.gz of task folders, or a JSONL of SWE-bench instances"
             ),
         )
         parser.add_argument(
@@ -33,7 +33,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--samples",
             help="JSONL of sampled solutions: task_id and completion (functions) or script "
-            "(terminal tasks)",
+            "(terminal tasks); SWE-bench predictions (instance_id, model_patch, "
+            "model_name_or_path) for repository tasks",
+        )
+        parser.add_argument(
+            "--environments",
+            metavar="ARCHIVE",
+            help="SWE-bench instances: a .tar.gz / .zip (or a folder) holding a folder per "
+            "instance: the repository at base_commit with its .git, and a Dockerfile beside it",
         )
         parser.add_argument(
             "--mode",
@@ -52,10 +59,13 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         tasks_path = Path(options["tasks"])
         samples_path = Path(options["samples"]) if options["samples"] else None
+        environments_path = Path(options["environments"]) if options["environments"] else None
         if not tasks_path.exists():
             raise CommandError(f"{tasks_path}: no such file or folder")
         if samples_path and not samples_path.is_file():
             raise CommandError(f"{samples_path}: no such file")
+        if environments_path and not environments_path.exists():
+            raise CommandError(f"{environments_path}: no such file or folder")
         try:
             with ExitStack() as stack:
                 samples = stack.enter_context(samples_path.open("rb")) if samples_path else None
@@ -67,6 +77,8 @@ class Command(BaseCommand):
                     tasks_name=str(tasks_path),
                     samples_file=samples,
                     samples_name=str(samples_path or ""),
+                    environments=environments_path,
+                    environments_name=str(environments_path or ""),
                     terminal_mode=options["mode"],
                     answer_rule=options["answer_rule"],
                 )
