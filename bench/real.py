@@ -1084,6 +1084,7 @@ def reanalyse_platform(
     for scoring a change to the analysis alone in seconds rather than a whole inspection."""
     manage, _, _ = humaneval_helpers()
     env = {**os.environ, "INSPECTOR_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
+    manage(env, "migrate", "--no-input", "-v0")  # kept by older code: its schema brought up
     seconds, _ = manage(env, "shell", "-c", REANALYSE_SCRIPT)
     print(f"analysed the kept inspection in {data_dir} again: {seconds:.1f} s")
     report_path = (out or data_dir) / f"report-{name}.jsonl"
