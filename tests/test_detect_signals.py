@@ -132,6 +132,21 @@ def test_identical_vectors_always_share_a_group() -> None:
     assert sample_groups(vectors, passed, tolerance=0.4).cluster_count == 1
 
 
+def test_a_rejected_group_of_one_named_models_samples_is_its_habit_however_large() -> None:
+    vectors = {
+        **{f"a{i}": v("a", "b", "c") for i in range(5)},
+        **{f"r{i}": v("a", "x", "y") for i in range(5)},
+    }
+    passed = {key: 1.0 if key.startswith("a") else 0.0 for key in vectors}
+
+    one_model = {key: "codegen" for key in vectors}
+    two_models = {**one_model, "r3": "llama", "r4": "llama"}
+
+    assert not sample_groups(vectors, passed, models=one_model).ambiguous
+    assert sample_groups(vectors, passed, models=two_models).ambiguous
+    assert sample_groups(vectors, passed).ambiguous  # models unknown: five alike are a reading
+
+
 def test_two_consistent_groups_the_check_treats_differently_are_ambiguous() -> None:
     vectors = {
         "s1": v("a", "b", "c"),
