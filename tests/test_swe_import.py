@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 import tarfile
 
 import docker
@@ -19,6 +20,7 @@ from bench.swe import fixtures
 from inspector import services
 from inspector.formats.humaneval import TaskSetFormatError
 from inspector.models import Sample, Task, TaskSet, TaskSetVersion
+from workers.sandbox.terminal.containers import OWNERS
 
 pytestmark = pytest.mark.django_db
 
@@ -376,8 +378,13 @@ def inflection_image(swe_fixture) -> str:
 
 
 def snapshot_containers() -> set[str]:
+    """The containers this test process owns (the import's snapshot containers are labelled with
+    their owner; other processes' containers may come and go meanwhile)."""
+    owner = OWNERS.for_process(os.getpid())[OWNERS.owner]
     client = docker.from_env()
-    return {c.id for c in client.containers.list(all=True, filters={"label": "inspector.run"})}
+    return {
+        c.id for c in client.containers.list(all=True, filters={"label": f"{OWNERS.owner}={owner}"})
+    }
 
 
 def test_instances_that_name_an_image_the_user_has_are_checked_inside_it(
