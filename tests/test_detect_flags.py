@@ -103,6 +103,17 @@ def test_a_task_whose_samples_pass_but_reference_never_does_is_mislabeled() -> N
     assert finding.evidence_run_ids == (1, 2, 3, 4, 5, 6, 9, 10)
 
 
+def test_a_reference_that_failed_every_run_of_a_flaky_check_is_not_called_wrong() -> None:
+    # The check passes sample s1 once and fails it once: it flips on one solution, so six
+    # failures of the reference may be six draws of its failing half (planted seed 2 drew them).
+    runs = Runs().add(1, "reference", *["failed"] * 6).add(1, "sample s1", "passed", "failed")
+    runs.add(1, "sample s2", "passed", "passed")
+
+    codes = {finding.code for finding in analyse_runs(runs.rows).findings}
+
+    assert codes == {FlagCode.FLAKY}
+
+
 def test_a_mislabeled_explanation_names_at_most_five_passing_samples_in_natural_order() -> None:
     runs = Runs().add(1, "reference", "failed")
     for number in (10, 2, 1, 7, 3, 9, 4):
@@ -198,13 +209,12 @@ def test_tasks_without_runs_get_empty_stats_and_no_flags() -> None:
 def test_findings_are_sorted_by_task_then_severity_whatever_the_run_order() -> None:
     runs = Runs()
     runs.add(20, "reference", "passed", "failed").add(20, "probe null", "passed")
-    runs.add(3, "reference", "failed").add(3, "sample s1", "passed", "failed")
+    runs.add(3, "reference", "failed").add(3, "sample s1", "passed", "passed")
     runs.add(3, "probe null", "passed")
     runs.add(11, "reference", "failed")
     expected = [
         (3, FlagCode.MISLABELED),
         (3, FlagCode.REWARD_HACKABLE),
-        (3, FlagCode.FLAKY),
         (11, FlagCode.UNSOLVABLE),
         (20, FlagCode.REWARD_HACKABLE),
         (20, FlagCode.FLAKY),

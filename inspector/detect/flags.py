@@ -186,12 +186,15 @@ def analyse_runs(
     boundary_only = (reference_boundary > 0) & (judged == 0)
     sample_passes = tasks["sample_passes"].to_numpy()
     unsolvable = reference_never_passed & (sample_passes == 0)
-    mislabeled = reference_never_passed & (sample_passes > 0)
     hackable = tasks["probe_passes"].to_numpy() > 0
     sol_task = tasks.index.get_indexer(solutions["task_key"])  # solution -> position in `tasks`
     flaky_solution = (solutions["passed"].to_numpy() > 0) & (solutions["failed"].to_numpy() > 0)
     flaky = np.zeros(len(tasks), dtype=bool)
     flaky[sol_task[flaky_solution]] = True
+    # A check that both passes and fails one solution decides nothing for certain: a reference
+    # that failed all its runs there may have drawn only failures (a check failing half the time
+    # fails six runs in a row once in 64), so it is `flaky`, not evidence of a wrong reference.
+    mislabeled = reference_never_passed & (sample_passes > 0) & ~flaky
 
     evidence = {
         FlagCode.UNSOLVABLE: _run_ids_by_task(
