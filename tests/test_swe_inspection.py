@@ -71,6 +71,12 @@ def flags_by_instance(version) -> dict[str, set[str]]:
     return found
 
 
+def manifest_of(name: str):
+    from inspector import selectors
+
+    return selectors.manifest_lines(taskset_name=name)
+
+
 def flag(version, instance_id: str, code: str) -> Flag:
     return Flag.objects.get(task__version=version, task__task_id=instance_id, code=code)
 
@@ -267,6 +273,11 @@ def test_repository_tasks_are_inspected_by_a_worker_process_on_postgresql_and_re
     version = TaskSet.objects.get(name="swe-prod").latest_version()
     assert flags_by_instance(version) == {
         "tkem__cachetools-clean": set(),
-        "tkem__cachetools-weak-tests": {"weak_tests"},
+        # Both of its samples resolve (the partial one too: the tests are weak), so no_signal.
+        "tkem__cachetools-weak-tests": {"weak_tests", "no_signal"},
         "tkem__cachetools-leak-branch": {"solution_leak"},
     }
+    inspection = Inspection.objects.get(version=version)
+    assert inspection.runs_done == inspection.runs_total == 59
+    lines = list(manifest_of("swe-prod"))
+    assert [x["instance_id"] for x in lines] == ["tkem__cachetools-clean"]
