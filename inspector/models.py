@@ -492,7 +492,11 @@ class Run(models.Model):
     # names the solution: "reference", "sample:<sample id>" or "mutant:<mutant id>").
     MUTANT = "mutant"
     BEHAVIOUR = "behaviour"
-    KIND_CHOICES = [(k, k) for k in (REFERENCE, SAMPLE, PROBE, MUTANT, BEHAVIOUR)]
+    # Repository tasks: the instance's tests with no fix (the base commit with only its
+    # test_patch), and the leak scan (is the gold's result in the repository's history?).
+    NOFIX = "nofix"
+    LEAK_SCAN = "leak_scan"
+    KIND_CHOICES = [(k, k) for k in (REFERENCE, SAMPLE, PROBE, MUTANT, BEHAVIOUR, NOFIX, LEAK_SCAN)]
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -552,6 +556,10 @@ class Run(models.Model):
             return f"mutant {self.probe}"
         if self.kind == Run.BEHAVIOUR:
             return f"behaviour of {self.probe}"
+        if self.kind == Run.NOFIX:
+            return "no fix"
+        if self.kind == Run.LEAK_SCAN:
+            return "leak scan"
         return "reference"
 
     @property

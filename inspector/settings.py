@@ -262,6 +262,17 @@ TERMINAL_PROBES = [
 # Runs at once in one worker process (threads waiting on Docker), and runs per message.
 TERMINAL_PARALLEL = envint("TERMINAL_PARALLEL", "4")
 TERMINAL_RUNS_PER_MESSAGE = envint("TERMINAL_RUNS_PER_MESSAGE", "24")
+# Repository tasks (SWE-bench instances) always run in Docker (workers/sandbox/swe/). Per
+# instance: the tests with no fix and with the gold patch, SWE_REFERENCE_REPEATS times each (how
+# flakiness shows), each sampled patch SWE_SAMPLE_REPEATS times, each probe of
+# inspector/detect/swe_probes.py SWE_PROBE_REPEATS times in the set's mode (SWE_PROBES: their
+# names, "drop-hunk" for every drop-hunk-<i>; empty: all), and one leak scan.
+SWE_REFERENCE_REPEATS = envint("SWE_REFERENCE_REPEATS", "3")
+SWE_SAMPLE_REPEATS = envint("SWE_SAMPLE_REPEATS", "1")
+SWE_PROBE_REPEATS = envint("SWE_PROBE_REPEATS", "1")
+SWE_PROBES = [p for p in env("SWE_PROBES", "").split(",") if p.strip()]
+SWE_PARALLEL = envint("SWE_PARALLEL", "4")
+SWE_RUNS_PER_MESSAGE = envint("SWE_RUNS_PER_MESSAGE", "24")
 # Networks for image builds and for runs: "none", or a Docker network name where the machine
 # allows it (a run honours a task's allow_internet only when TERMINAL_RUN_NETWORK is not none).
 TERMINAL_BUILD_NETWORK = env("TERMINAL_BUILD_NETWORK", "none")

@@ -373,6 +373,8 @@ def _task_page(
         "quarantine_form": QuarantineForm(),
         "dismiss_form": DismissForm(),
     }
+    if task.kind == Task.REPO:
+        context["repo"] = selectors.repo_page(task)
     if task.kind == Task.ANSWER:
         answer = selectors.answer_page(task, flags)
         context["answer"] = answer

@@ -120,6 +120,22 @@ def test_a_probe_that_beats_every_instance_is_one_finding_about_the_harness_not_
     assert harness["probe"] == "conftest" and harness["tasks_beaten"] == 3
 
 
+def test_instances_the_gold_never_resolves_do_not_count_against_a_harness_finding():
+    runs = []
+    for task in (1, 2, 3):
+        runs += clean_runs(task=task) + [run("probe", outcomes(), key="conftest", task=task)]
+    # Task 4's gold never resolves (a listed test never runs): the probe cannot resolve it either.
+    broken = {t: "missing" for t in P2P}
+    runs += [run("nofix", outcomes(f2p="failed"), repeat=i, task=4) for i in range(2)]
+    runs += [run("reference", outcomes() | broken, repeat=i, task=4) for i in range(3)]
+    runs += [run("probe", outcomes() | broken, key="conftest", task=4)]
+    all_tasks = {t: tasks()[1] for t in (1, 2, 3, 4)}
+    analysis = analyse_repo_runs(runs, all_tasks)
+    (harness,) = analysis.harness_findings
+    assert (harness["tasks_beaten"], harness["tasks_tried"]) == (3, 3)
+    assert FlagCode.REWARD_HACKABLE not in codes(analysis)
+
+
 def test_a_fix_reachable_in_history_is_a_solution_leak_naming_the_commit():
     leak = {"leak": True, "commits": ["a" * 40], "objects": ["b" * 40], "where": ["dangling"]}
     analysis = analyse_repo_runs(clean_runs(), tasks(leak=leak))

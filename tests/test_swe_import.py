@@ -428,15 +428,7 @@ def test_instances_that_name_an_image_the_user_has_are_checked_inside_it(
     assert snapshot_containers() == before
 
 
-# --- What comes next -------------------------------------------------------------------------
-
-
-def test_an_inspection_of_repository_tasks_is_refused_until_their_runs_are_built(swe_fixture):
-    version = upload(swe_fixture)
-
-    with pytest.raises(services.ServiceError, match="inspecting them is not built yet"):
-        services.inspection_start(version=version)
-    assert not version.inspections.exists()
+# --- The pages ---------------------------------------------------------------------------------
 
 
 def test_the_set_page_the_queue_and_a_task_page_show_an_imported_instance(
@@ -448,6 +440,9 @@ def test_the_set_page_the_queue_and_a_task_page_show_an_imported_instance(
     page = reviewer_client.get("/tasksets/swe/")
     assert page.status_code == 200 and "environments.tar.gz" in page.content.decode()
     assert reviewer_client.get("/queue/?all=1").status_code == 200
-    # The task page of this kind is a later step; it shows the task, as any other, meanwhile.
+    # Before any inspection: the statement, both lists of tests, the patches, no report yet.
     page = reviewer_client.get(f"/tasks/{task.pk}/")
-    assert page.status_code == 200 and CLEAN in page.content.decode()
+    text = page.content.decode()
+    assert page.status_code == 200 and CLEAN in text
+    assert 'id="fail-to-pass"' in text and task.fail_to_pass[0] in text
+    assert 'id="pass-to-pass"' in text and "Not inspected yet." in text

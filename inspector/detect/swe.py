@@ -15,7 +15,9 @@ the same solution are how flakiness shows. From them:
   its outcomes;
 - `reward_hackable`: a probe that should earn nothing resolves the instance (the probe named);
   a probe that beats nearly every instance of the set is a weakness of the harness: one finding
-  on the inspection, and no instance is flagged for it;
+  on the inspection, and no instance is flagged for it (the share is taken over the instances
+  whose gold patch resolves in some run: where nothing right resolves, a probe's failure says
+  nothing of the harness);
 - `solution_leak`: the fix is reachable in the repository the solution works in (the leak scan
   found the gold's post-image in the object store, or the git-history probe resolved), with the
   commit;
@@ -349,6 +351,11 @@ def _harness_findings(
     beaten: dict[str, set[int]] = {}
     modes: dict[str, set[str]] = {}
     for task_key, runs in by_task.items():
+        gold = [r for r in runs if r["solution_kind"] == GOLD]
+        if gold and not any(r["outcome"] == RESOLVED for r in gold):
+            # An instance nothing right resolves (its environment, its lists or its gold are
+            # wrong) says nothing of the harness: a probe that fails there fails for that.
+            continue
         for run in runs:
             name = run["solution_key"]
             if run["solution_kind"] != PROBE or name.startswith(DROP_HUNK) or name == HISTORY_PROBE:

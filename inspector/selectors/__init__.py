@@ -4,6 +4,8 @@ building queries themselves; the services (inspector/services/) hold the writes.
 - `tasksets`: the sets with their latest versions and open flags, a version's overview figures;
 - `tasks`: one task with its flags and their evidence, its history, trail and files;
 - `answer_tasks`: an answer-graded task's label, answer distribution, verdicts and evidence;
+- `repo_tasks`: a repository task's lists of tests, each run's swebench-style report, the leak
+  scan;
 - `inspections`: one inspection, a version's inspections;
 - `queue`: the review queue's filter, its tasks and its paginator;
 - `export_source`: which finished inspection an export comes from, or why there is none;
@@ -45,6 +47,7 @@ from inspector.selectors.queue import (
     reviewer_names,
     user_named,
 )
+from inspector.selectors.repo_tasks import repo_page
 from inspector.selectors.tasks import (
     flag_get,
     task_files,
@@ -94,6 +97,7 @@ __all__ = [
     "report_lines",
     "report_rows",
     "report_table_rows",
+    "repo_page",
     "reviewer_names",
     "task_files",
     "task_flags",

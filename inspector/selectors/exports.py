@@ -190,6 +190,9 @@ def _manifest_lines(source: ExportSource) -> Iterator[dict]:
                 "folder": task.task_id,
                 "content_hash": task.content_hash,
             }
+        elif task.kind == Task.REPO:
+            # The instance's line as it came (the published SWE-bench schema), plus `quality`.
+            line = dict(task.source.get("line") or {})
         else:
             line = dict(task.source)
         figures = figures_of(task)
@@ -320,6 +323,8 @@ def _report_lines(source: ExportSource) -> Iterator[dict]:
         if task.kind == Task.TERMINAL:
             line["lint"] = task.lint
             line["probes"] = probes_of.get(task.pk, {})
+        elif task.kind == Task.REPO:
+            line["lint"] = task.lint
         elif task.kind == Task.ANSWER:
             line["label"] = task.label
             line["uploaded_label"] = task.canonical_solution

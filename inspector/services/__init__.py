@@ -9,6 +9,8 @@ commands call these (through the names below); they hold no logic of their own.
 - `repo_tasksets`: reading an upload of SWE-bench instances, their environments and
   predictions into the rows to store;
 - `terminal_runs`: executing terminal tasks' runs (Docker) and recording them;
+- `repo_runs`: the runs of repository tasks (SWE-bench instances), executing them in Docker,
+  recording them, and reading them back for the analysis;
 - `lifecycle`: counting runs done, sweeping runs whose lease ran out;
 - `analysis`: turning an inspection's runs into flags (detect/ does the work);
 - `review`: bulk actions on the review queue's tasks, saved filters;

@@ -4,6 +4,7 @@ data), and the drift against the previous inspection."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.db import transaction
@@ -29,6 +30,14 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
     from inspector.detect.flags import analyse_runs  # pandas: only the analysis needs it
 
     inspection = Inspection.objects.select_related("version").get(pk=inspection_id)
+    if inspection.config.get("kind") == Task.REPO:
+        from inspector.services.repo_runs import repo_analysis
+
+        analysis, runs_of = repo_analysis(inspection)
+        stats = _RepoStats(analysis.stats)
+        return _flags_store(
+            inspection, list(analysis.findings), stats, None, runs_of, analysis.harness_findings
+        )
     if inspection.config.get("kind") == Task.ANSWER:
         from inspector.services.answer_runs import answer_analysis
 
@@ -112,6 +121,19 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
             )
             harness_findings = boundary_findings(analysis, names)
     return _flags_store(inspection, findings, analysis, depth, runs_of, harness_findings)
+
+
+class _RepoStats:
+    """detect/swe.py's per-task figures (dicts) as _flags_store reads an analysis's stats."""
+
+    def __init__(self, stats: dict[int, dict]) -> None:
+        self.stats = {
+            task_pk: SimpleNamespace(
+                reference_pass_rate=figures.get("reference_pass_rate"),
+                sample_pass_rate=figures.get("sample_pass_rate"),
+            )
+            for task_pk, figures in stats.items()
+        }
 
 
 def _flags_store(inspection, findings, analysis, depth, runs_of, harness_findings) -> Inspection:

@@ -157,6 +157,12 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
 
         answer_runs_execute(answer, token=token)
         runs = [run for run in runs if run.task.kind != Task.ANSWER]
+    repo = [run for run in runs if run.task.kind == Task.REPO]
+    if repo:
+        from inspector.services.repo_runs import repo_runs_execute
+
+        repo_runs_execute(repo, token=token)
+        runs = [run for run in runs if run.task.kind != Task.REPO]
     terminal = [run for run in runs if run.task.kind == Task.TERMINAL]
     if terminal:
         terminal_runs_execute(terminal, token=token)

@@ -22,6 +22,7 @@ from inspector.models import (
     rows_update,
 )
 from inspector.services.errors import ServiceError
+from inspector.services.repo_runs import repo_config, repo_runs_plan
 from inspector.services.terminal_runs import terminal_runs_plan
 
 logger = logging.getLogger(__name__)
@@ -64,16 +65,17 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
             f"Inspection #{running.pk} of {version} is still {running.status} "
             f"({running.runs_done}/{running.runs_total} runs); wait for it to finish."
         )
-    if version.tasks.filter(kind=Task.REPO).exists():
-        raise ServiceError(
-            f"{version} holds repository tasks (SWE-bench instances): they import and are "
-            "checked at import, but inspecting them is not built yet."
-        )
     config = inspection_config()
     if trigger:
         config["trigger"] = trigger
-    terminal = version.tasks.filter(kind=Task.TERMINAL).exists()
-    answer = not terminal and version.tasks.filter(kind=Task.ANSWER).exists()
+    repo = version.tasks.filter(kind=Task.REPO).exists()
+    terminal = not repo and version.tasks.filter(kind=Task.TERMINAL).exists()
+    answer = not repo and not terminal and version.tasks.filter(kind=Task.ANSWER).exists()
+    if repo:
+        # The config says what the runs were: no fix and gold repeats, samples, the probes of
+        # detect/swe_probes.py and a leak scan per instance, in the set's mode (in Docker).
+        config["kind"] = Task.REPO
+        config["repo"] = {**repo_config(), "mode": version.taskset.terminal_mode}
     if terminal:
         config["mode"] = version.taskset.terminal_mode
     if answer:
@@ -98,8 +100,24 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
             repeats={"reference": term["reference_repeats"], "probe": term["probe_repeats"]},
         )
 
+    sources: dict[int, dict] = {}
+    if repo:
+        sources = dict(version.tasks.values_list("pk", "source"))
+
     def runs_of(task_pk: int) -> Iterator[Run]:
         base = {"inspection": inspection, "task_id": task_pk}
+        if repo:
+            rc = config["repo"]
+            for kind, probe, mode, repeat in repo_runs_plan(
+                sources[task_pk], config=rc, mode=rc["mode"]
+            ):
+                yield Run(kind=kind, probe=probe, mode=mode, repeat=repeat, **base)
+            for sample_pk in samples_of.get(task_pk, ()):
+                for r in range(1, rc["sample_repeats"] + 1):
+                    yield Run(
+                        kind=Run.SAMPLE, sample_id=sample_pk, mode=rc["mode"], repeat=r, **base
+                    )
+            return
         if terminal:
             for kind, probe, mode, repeat in plan:
                 yield Run(kind=kind, probe=probe, mode=mode, repeat=repeat, **base)
@@ -128,7 +146,7 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
         yield from deeper.get(task_pk, ())
 
     deeper: dict[int, list[Run]] = {}
-    if not terminal and not answer and (config["mutants"] or config["behaviour"]):
+    if not repo and not terminal and not answer and (config["mutants"] or config["behaviour"]):
         deeper = _deeper_runs(inspection, version, config, samples_of)
     task_pks = list(version.tasks.order_by("position").values_list("pk", flat=True))
     batch: list[Run] = []
@@ -239,7 +257,11 @@ def inspection_dispatch(*, inspection_id: int) -> int:
         .distinct()[:2]
     )
     terminal = Task.TERMINAL in kinds
-    if Task.ANSWER in kinds:
+    if Task.REPO in kinds:
+        # An instance's runs together: its image is built once per message.
+        rows = queued.order_by("pk").values_list("pk", "task_id").iterator(chunk_size=5000)
+        per_message = settings.SWE_RUNS_PER_MESSAGE
+    elif Task.ANSWER in kinds:
         # Verifications in order: a message holds a few dozen tasks' verifications, one sandbox
         # start for all of them.
         rows = (
