@@ -4,6 +4,7 @@ tests/builders.py, the worker process in tests/worker_process.py."""
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from collections.abc import Iterator
@@ -15,6 +16,42 @@ from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
 from tests.worker_process import WorkerProcess, database_url
 
 PRODUCTION = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+DOCKER_BASE_IMAGE = "inspector-sandbox:bookworm"
+DOCKER_SWE_IMAGE = "inspector-sandbox:bookworm-swe"
+
+
+@functools.cache
+def docker_engine_problem(image: str) -> str:
+    """Why the Docker tests cannot run ("" when they can): no engine answers, or `image` is
+    missing. Asked once per image and session."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return f"the image {image} is missing (bin/docker-up builds it)"
+    except Exception as exc:  # noqa: BLE001 (any failure to reach the engine)
+        return f"the Docker engine does not answer ({exc}); bin/docker-up starts one"
+    return ""
+
+
+@pytest.fixture
+def docker_engine() -> None:
+    """A Docker engine with the base sandbox image. Like the rest of the suite, a missing engine
+    fails the test with the reason; it never skips."""
+    problem = docker_engine_problem(DOCKER_BASE_IMAGE)
+    if problem:
+        pytest.fail(problem)
+
+
+@pytest.fixture
+def swe_docker_engine() -> None:
+    """A Docker engine with the SWE sandbox image (git and patch besides the base)."""
+    problem = docker_engine_problem(DOCKER_SWE_IMAGE)
+    if problem:
+        pytest.fail(problem)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

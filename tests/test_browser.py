@@ -293,12 +293,10 @@ def test_clicking_a_point_of_the_pass_rate_chart_opens_its_task(
 
 
 def test_harbor_task_folders_uploaded_as_a_tar_gz_are_inspected_in_docker_and_flagged(
-    browser, live_server, lead, eager_celery, settings, tmp_path
+    browser, live_server, lead, eager_celery, docker_engine, settings, tmp_path
 ):
-    from tests.test_terminal_inspection import DOCKER, HARBOR_DEMO, tar_gz
+    from tests.test_terminal_inspection import HARBOR_DEMO, tar_gz
 
-    if not DOCKER:
-        pytest.fail("terminal tasks run in Docker and no engine answers; bin/docker-up starts one")
     settings.TERMINAL_REFERENCE_REPEATS = 2
     settings.TERMINAL_PROBES = ["nop", "reward-file"]
     archive = tmp_path / "harbor-tasks.tar.gz"
@@ -401,3 +399,56 @@ def test_an_admin_uploads_gsm8k_with_samples_relabels_a_mislabeled_task_and_the_
     fixed = lines["gsm8k/83"]
     assert fixed["answer"].endswith("#### 600")
     assert fixed["quality"]["relabeled"]["to"] == "600"
+
+
+def test_swe_bench_instances_uploaded_with_their_environments_are_inspected_and_a_leak_is_shown(
+    browser, live_server, lead, eager_celery, swe_docker_engine, swe_fixture, settings, tmp_path
+):
+    # Two of the fixture instances: a clean one, and one whose fix sits on another branch.
+    chosen = ["jpvanhal__inflection-clean", "tkem__cachetools-leak-branch"]
+    settings.SWE_REFERENCE_REPEATS = 2
+    settings.SWE_PROBES = ["empty-patch", "git-history"]
+    instances = [x for x in swe_fixture.instances if x["instance_id"] in chosen]
+    predictions = [x for x in swe_fixture.predictions if x["instance_id"] in chosen]
+    tasks_file, samples_file = tmp_path / "instances.jsonl", tmp_path / "predictions.jsonl"
+    tasks_file.write_text("".join(json.dumps(x) + "\n" for x in instances))
+    samples_file.write_text("".join(json.dumps(x) + "\n" for x in predictions))
+
+    log_in(browser, live_server, "/", user=("lead", "lead-pass-1"))
+    browser.find_element(By.NAME, "name").send_keys("swe-browser")
+    browser.find_element(By.NAME, "tasks_file").send_keys(str(tasks_file))
+    browser.find_element(By.NAME, "environments_file").send_keys(str(swe_fixture.environments_path))
+    browser.find_element(By.NAME, "samples_file").send_keys(str(samples_file))
+    browser.find_element(By.ID, "upload").click()
+    wait(browser).until(EC.url_to_be(live_server.url + "/tasksets/swe-browser/"))
+    assert "2 tasks" in browser.find_element(By.TAG_NAME, "body").text
+
+    # Eager Celery: the whole inspection runs inside this request, in Docker.
+    browser.set_page_load_timeout(240)
+    browser.find_element(By.ID, "inspect").click()
+    wait(browser, 240).until(
+        EC.text_to_be_present_in_element((By.ID, "progress-status"), "finished")
+    )
+    flags = {a.text.split(":")[0] for a in browser.find_elements(By.CSS_SELECTOR, "a.flag")}
+    assert "solution_leak" in flags, flags
+
+    leaky = Task.objects.get(version__taskset__name="swe-browser", task_id=chosen[1])
+    browser.get(live_server.url + leaky.get_absolute_url())
+    card = wait(browser).until(EC.presence_of_element_located((By.ID, "flag-solution_leak")))
+    commit = swe_fixture.truth[chosen[1]]["commit"]
+    assert commit in card.text, card.text
+    assert commit in browser.find_element(By.ID, "leak-scan").text
+    reports = browser.find_element(By.ID, "repo-reports").text
+    assert "gold patch" in reports and "no fix" in reports
+    screenshot(browser, "swe-leak")
+
+    browser.get(live_server.url + "/tasksets/swe-browser/")
+    href = browser.find_element(By.ID, "download-manifest").get_attribute("href")
+    body = browser.execute_async_script(
+        "const done = arguments[1]; fetch(arguments[0]).then((r) => r.text()).then(done);", href
+    )
+    lines = [json.loads(line) for line in body.splitlines()]
+    assert [x["instance_id"] for x in lines] == [chosen[0]]
+    line = lines[0]
+    line.pop("quality")
+    assert line == instances[0]  # the instance as it came, in the schema it came in

@@ -24,26 +24,7 @@ from workers.sandbox.terminal import OWNER_LABEL
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _engine_problem() -> str:
-    try:
-        client = docker.from_env(timeout=10)
-        client.ping()
-        client.images.get(fixtures.SWE_IMAGE)
-    except docker.errors.ImageNotFound:
-        return f"the SWE image {fixtures.SWE_IMAGE} is missing (bin/docker-up builds it)"
-    except Exception as exc:  # noqa: BLE001 (any failure to reach the engine)
-        return f"the Docker engine does not answer ({exc}); bin/docker-up starts one"
-    return ""
-
-
-_PROBLEM = _engine_problem()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def docker_engine() -> None:
-    # Like the rest of the suite: a missing engine fails with the reason, it never skips.
-    if _PROBLEM:
-        pytest.fail(_PROBLEM)
+pytestmark = pytest.mark.usefixtures("swe_docker_engine")
 
 
 @pytest.fixture(scope="module")

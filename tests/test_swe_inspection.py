@@ -11,7 +11,6 @@ import io
 import json
 import time
 
-import docker
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
@@ -23,26 +22,6 @@ from inspector.services.repo_runs import repo_runs_plan
 
 # What the analysis must flag besides the planted defects: lint findings are not flags.
 LINT_ONLY = {"statement_names_nothing_tested"}
-
-
-def _engine_problem() -> str:
-    try:
-        client = docker.from_env(timeout=10)
-        client.ping()
-        client.images.get(fixtures.SWE_IMAGE)
-    except docker.errors.ImageNotFound:
-        return f"the SWE image {fixtures.SWE_IMAGE} is missing (bin/docker-up builds it)"
-    except Exception as exc:  # noqa: BLE001 (any failure to reach the engine)
-        return f"the Docker engine does not answer ({exc}); bin/docker-up starts one"
-    return ""
-
-
-@pytest.fixture
-def docker_engine() -> None:
-    # Like the rest of the suite: a missing engine fails with the reason, it never skips.
-    problem = _engine_problem()
-    if problem:
-        pytest.fail(problem)
 
 
 def import_fixture_set(swe_fixture, name: str = "swe", *, only: list[str] | None = None):
@@ -94,7 +73,7 @@ def swe_settings(settings):
     settings.SWE_PROBES = ["empty-patch", "conftest-pass-all", "git-history", "drop-hunk"]
 
 
-@pytest.mark.usefixtures("docker_engine", "swe_settings")
+@pytest.mark.usefixtures("swe_docker_engine", "swe_settings")
 @pytest.mark.django_db(transaction=True)
 def test_the_fixture_set_is_inspected_end_to_end_and_each_planted_defect_is_flagged_with_its_evidence(
     swe_fixture, lead_client, eager_celery, django_capture_on_commit_callbacks
@@ -260,7 +239,7 @@ def test_starting_an_inspection_of_a_repository_set_creates_every_run_it_plans(
     assert kinds.count(("sample", "")) == samples
 
 
-@pytest.mark.usefixtures("docker_engine")
+@pytest.mark.usefixtures("swe_docker_engine")
 @pytest.mark.production
 @pytest.mark.django_db(transaction=True)
 def test_repository_tasks_are_inspected_by_a_worker_process_on_postgresql_and_redis(

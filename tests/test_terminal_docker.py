@@ -30,31 +30,14 @@ from workers.sandbox.terminal import (
 )
 
 DEMO = Path(__file__).resolve().parent.parent / "inspector" / "demo"
-BASE_IMAGE = "inspector-sandbox:bookworm"
+BASE_IMAGE = (
+    "inspector-sandbox:bookworm"  # conftest.DOCKER_BASE_IMAGE, which docker_engine asks for
+)
 MODES = ("faithful", "isolated")
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _engine_problem() -> str:
-    try:
-        client = docker.from_env(timeout=10)
-        client.ping()
-        client.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        return f"the base image {BASE_IMAGE} is missing (bin/docker-up builds it)"
-    except Exception as exc:  # noqa: BLE001 (any failure to reach the engine)
-        return f"the Docker engine does not answer ({exc}); bin/docker-up starts one"
-    return ""
-
-
-_PROBLEM = _engine_problem()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def docker_engine() -> None:
-    # Like the rest of the suite: a missing engine fails with the reason, it never skips.
-    if _PROBLEM:
-        pytest.fail(_PROBLEM)
+pytestmark = pytest.mark.usefixtures("docker_engine")
 
 
 # --- Fixtures ------------------------------------------------------------------------------------

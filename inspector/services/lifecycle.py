@@ -4,6 +4,10 @@ and sweeping runs whose lease ran out."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from datetime import timedelta
 
 from django.conf import settings
@@ -86,3 +90,76 @@ def runs_sweep(*, now=None) -> dict[str, int]:
         "abandoned": abandoned,
         "reanalysed": reanalysed,
     }
+
+
+class ImageBuilds:
+    """Each task's image of one message, built (or found by its content hash) once, on a pool
+    of its own, whichever of the message's runs asks first; the others wait for that build."""
+
+    def __init__(self, build: Callable[[dict], object], *, name: str) -> None:
+        self._build = build
+        self._futures: dict[int, Future] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{name}-build")
+
+    def of(self, run: Run):
+        with self._lock:
+            future = self._futures.get(run.task_id)
+            if future is None:
+                future = self._futures[run.task_id] = self._pool.submit(
+                    self._build, run.task.source
+                )
+        return future.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def runs_execute_parallel(
+    runs: list[Run],
+    *,
+    token: str,
+    span: timedelta,
+    one: Callable[[Run], tuple[Run, dict]],
+    record: Callable[[list[tuple[Run, dict]]], int],
+    parallel: int,
+    name: str,
+) -> None:
+    """Execute claimed runs with `one` (a run to its result), `parallel` at a time, and record
+    the results with `record` in small batches (8, or every half second). A run whose result
+    is a sandbox error goes back to the queue while it has attempts left; the lease of the
+    runs still held is renewed when half of it is gone."""
+    lease = timezone.now() + span
+    ids = [r.pk for r in runs]
+    Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(lease_expires_at=lease)
+    pending: list[tuple[Run, dict]] = []
+    flushed = time.monotonic()
+    try:
+        with ThreadPoolExecutor(
+            max_workers=max(1, parallel), thread_name_prefix=f"{name}-run"
+        ) as pool:
+            for future in as_completed([pool.submit(one, run) for run in runs]):
+                run, result = future.result()
+                if (
+                    result["outcome"] == "sandbox_error"
+                    and run.attempts < settings.RUN_MAX_ATTEMPTS
+                ):
+                    logger.warning("run %s: sandbox error, retrying: %s", run.pk, result["reason"])
+                    if Run.objects.filter(
+                        pk=run.pk, status=Run.RUNNING, attempts=run.attempts
+                    ).update(status=Run.QUEUED, error=str(result.get("reason", ""))[:2000]):
+                        enqueue.runs_requeue_after_commit([run.pk])
+                    continue
+                pending.append((run, result))
+                now = timezone.now()
+                if len(pending) >= 8 or time.monotonic() - flushed > 0.5:
+                    record(pending)
+                    pending, flushed = [], time.monotonic()
+                if lease - now < span / 2:
+                    lease = now + span
+                    Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(
+                        lease_expires_at=lease
+                    )
+    finally:
+        if pending:
+            record(pending)

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
-import time
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from datetime import timedelta
 
 from django.conf import settings
@@ -19,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from inspector.models import Inspection, Run, TaskSet
+from inspector.services.lifecycle import ImageBuilds, runs_execute_parallel
 
 logger = logging.getLogger(__name__)
 
@@ -64,34 +62,17 @@ def _lease_span(runs: list[Run]) -> timedelta:
 def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
     """Execute claimed terminal runs, TERMINAL_PARALLEL at a time, and record each outcome
     exactly once. A task's image is built (or found by its content hash) once per message."""
-    from inspector import enqueue
     from inspector.detect.terminal_probes import TERMINAL_PROBES
 
     if not runs:
         return
     executor = _executor()
-    span = _lease_span(runs)
-    lease = timezone.now() + span
-    ids = [r.pk for r in runs]
-    Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(lease_expires_at=lease)
-
-    builds: dict[int, Future] = {}
-    builds_lock = threading.Lock()
-    build_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="terminal-build")
-
-    def build_of(run: Run):
-        with builds_lock:
-            future = builds.get(run.task_id)
-            if future is None:
-                future = builds[run.task_id] = build_pool.submit(
-                    executor.image_for, run.task.source
-                )
-        return future.result()
+    builds = ImageBuilds(executor.image_for, name="terminal")
 
     def one(run: Run) -> tuple[Run, dict]:
         source = run.task.source
         try:
-            build = build_of(run)
+            build = builds.of(run)
         except Exception as exc:  # noqa: BLE001 - an engine fault is the run's sandbox error
             return run, _sandbox_error(f"building the image failed: {exc}")
         build_detail = {
@@ -128,39 +109,18 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
         result["build"] = build_detail
         return run, result
 
-    pending: list[tuple[Run, dict]] = []
-    flushed = time.monotonic()
     try:
-        with ThreadPoolExecutor(
-            max_workers=max(1, settings.TERMINAL_PARALLEL), thread_name_prefix="terminal-run"
-        ) as pool:
-            futures = [pool.submit(one, run) for run in runs]
-            for future in as_completed(futures):
-                run, result = future.result()
-                if (
-                    result["outcome"] == "sandbox_error"
-                    and run.attempts < settings.RUN_MAX_ATTEMPTS
-                ):
-                    logger.warning("run %s: sandbox error, retrying: %s", run.pk, result["reason"])
-                    if Run.objects.filter(
-                        pk=run.pk, status=Run.RUNNING, attempts=run.attempts
-                    ).update(status=Run.QUEUED, error=str(result.get("reason", ""))[:2000]):
-                        enqueue.runs_requeue_after_commit([run.pk])
-                    continue
-                pending.append((run, result))
-                now = timezone.now()
-                if len(pending) >= 8 or time.monotonic() - flushed > 0.5:
-                    _terminal_runs_record(pending)
-                    pending, flushed = [], time.monotonic()
-                if lease - now < span / 2:
-                    lease = now + span
-                    Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(
-                        lease_expires_at=lease
-                    )
+        runs_execute_parallel(
+            runs,
+            token=token,
+            span=_lease_span(runs),
+            one=one,
+            record=_terminal_runs_record,
+            parallel=settings.TERMINAL_PARALLEL,
+            name="terminal",
+        )
     finally:
-        build_pool.shutdown(wait=False, cancel_futures=True)
-        if pending:
-            _terminal_runs_record(pending)
+        builds.close()
 
 
 def inspection_failed(run: Run) -> bool:
