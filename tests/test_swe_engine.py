@@ -17,7 +17,7 @@ import docker
 import pytest
 
 from bench.swe import fixtures
-from inspector.detect.swe_probes import swe_probes
+from inspector.detect.swe_probes import file_diff, swe_probes
 from workers.sandbox.swe import SweExecutor
 from workers.sandbox.terminal import OWNER_LABEL
 
@@ -103,6 +103,10 @@ def runs(executor, sources, samples, builds):
             {**probe(sources[inflection], "sitecustomize-site"), "mode": mode},
         )
         plan[f"sitepatch-{mode}"] = (cachetools, {**probe(sources[cachetools], "sitecustomize-patch"), "mode": mode})  # fmt: skip
+        plan[f"shadow-{mode}"] = (cachetools, {**probe(sources[cachetools], "shadow-pytest"), "mode": mode})  # fmt: skip
+        plan[f"support-{mode}"] = (cachetools, {**probe(sources[cachetools], "test-support"), "mode": mode})  # fmt: skip
+        plan[f"plugin-{mode}"] = (cachetools, {"patch": PLUGIN_ENTRY_POINT, "mode": mode})
+        plan[f"stdlib-shadow-{mode}"] = (cachetools, {"patch": STDLIB_SHADOW, "mode": mode})
     scans = [
         "tkem__cachetools-leak-branch",
         "tkem__cachetools-leak-reflog",
@@ -123,6 +127,36 @@ def runs(executor, sources, samples, builds):
     keys = ["agent-timeout", *plan, *(f"scan:{i}" for i in scans)]
     with ThreadPoolExecutor(4) as pool:
         return dict(zip(keys, pool.map(make, keys), strict=True))
+
+
+# A solution that ships package metadata whose entry point pytest loads as a plugin (found on
+# sys.path through the work folder): the plugin reports every test passed.
+PLUGIN_ENTRY_POINT = "".join(
+    file_diff(path, None, text)
+    for path, text in (
+        ("zz_helper-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: zz-helper\nVersion: 1.0\n"),
+        ("zz_helper-1.0.dist-info/entry_points.txt", "[pytest11]\nzz = zz_helper_plugin\n"),
+        ("zz_helper_plugin.py", "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+         "def pytest_runtest_makereport(item, call):\n    outcome = yield\n"
+         "    report = outcome.get_result()\n    report.outcome, report.longrepr = 'passed', None\n"),
+    )
+)  # fmt: skip
+# A module named like the standard library's at the root, first on sys.path: unittest's
+# TestCase.run that records a success whatever the test does.
+STDLIB_SHADOW = file_diff(
+    "unittest.py",
+    None,
+    "import importlib.machinery, importlib.util, os, sys\n"
+    "_here = os.path.dirname(os.path.abspath(__file__))\n"
+    "sys.modules.pop('unittest', None)\n"
+    "_path = [p for p in sys.path if os.path.abspath(p or '.') != _here]\n"
+    "_spec = importlib.machinery.PathFinder.find_spec('unittest', _path)\n"
+    "_real = importlib.util.module_from_spec(_spec)\n"
+    "sys.modules['unittest'] = _real\n"
+    "_spec.loader.exec_module(_real)\n"
+    "_real.TestCase.run = lambda self, result=None: (result.startTest(self), "
+    "result.addSuccess(self), result.stopTest(self))\n",
+)
 
 
 def f2p_p2p(sources, instance_id):
@@ -276,6 +310,31 @@ def test_sitecustomize_tampering_does_not_survive_isolated_mode(runs):
         "sitecustomize.py",
         "src/sitecustomize.py",
     ]
+
+
+def test_a_shadowing_pytest_and_a_patched_test_package_resolve_only_in_faithful_mode(runs):
+    for kind in ("shadow", "support"):
+        assert runs[f"{kind}-faithful"]["outcome"] == "resolved", kind
+        isolated = runs[f"{kind}-isolated"]
+        assert isolated["outcome"] == "unresolved", (kind, isolated["reason"])
+        assert isolated["tests"]["tests/test_ttl.py::TTLCacheTest::test_ttl"] == "failed", kind
+    assert runs["shadow-isolated"]["restored_config"] == ["pytest.py"]
+    assert runs["support-isolated"]["restored_config"] == ["tests/__init__.py"]
+
+
+def test_plugins_and_standard_library_modules_a_solution_adds_are_removed_in_isolated_mode(runs):
+    for kind in ("plugin", "stdlib-shadow"):
+        run = runs[f"{kind}-faithful"]
+        assert run["outcome"] == "resolved", (kind, run["reason"], run["tests"])
+    plugin = runs["plugin-isolated"]
+    assert plugin["outcome"] == "unresolved", plugin["reason"]
+    assert plugin["restored_config"] == [
+        "zz_helper-1.0.dist-info/METADATA",
+        "zz_helper-1.0.dist-info/entry_points.txt",
+    ]
+    shadow = runs["stdlib-shadow-isolated"]
+    assert shadow["outcome"] == "unresolved", shadow["reason"]
+    assert shadow["restored_config"] == ["unittest.py"]
 
 
 def test_deleting_the_tests_does_not_help_because_they_are_restored(runs):

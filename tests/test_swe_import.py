@@ -263,6 +263,41 @@ def test_a_bad_upload_is_refused_whole_by_every_door_naming_instance_and_field(
     assert not TaskSet.objects.filter(name="bad").exists()
 
 
+@pytest.mark.django_db
+def test_an_instance_whose_first_line_is_several_mib_is_read_as_swe_bench_and_checked(swe_fixture):
+    lines = copy.deepcopy(swe_fixture.instances)
+    listed = json.loads(lines[0]["PASS_TO_PASS"])  # a JSON string of a list, as published
+    where = listed[0].split("::", 1)[0]
+    listed += [f"{where}::test_never_{i:06d}" for i in range(80_000)]
+    lines[0]["PASS_TO_PASS"] = json.dumps(listed)
+    assert len(json.dumps(lines[0])) > 3 << 20
+
+    with pytest.raises(TaskSetFormatError) as caught:
+        upload(swe_fixture, lines=lines, predictions=False)
+
+    issues = [str(issue) for issue in caught.value.issues]
+    assert len(issues) == 80_000
+    assert issues[0] == (
+        "instances.jsonl, line 1, instance 'jpvanhal__inflection-clean', field 'PASS_TO_PASS': "
+        f"'{where}::test_never_000000': no test test_never_000000 in {where}"
+    )
+    assert not TaskSet.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_first_line_nested_too_deeply_is_an_error_with_its_line_not_a_crash(swe_fixture):
+    with pytest.raises(TaskSetFormatError) as caught:
+        services.taskset_import(
+            name="deep",
+            tasks_file=io.BytesIO(b"[" * 200_000 + b"\n"),
+            tasks_name="instances.jsonl",
+        )
+    assert [str(issue) for issue in caught.value.issues][0] == (
+        "instances.jsonl, line 1: not JSON: nested too deeply"
+    )
+    assert not TaskSet.objects.filter(name="deep").exists()
+
+
 def test_a_prediction_for_an_unknown_instance_stores_nothing(swe_fixture):
     predictions = [*swe_fixture.predictions, dict(swe_fixture.predictions[0], instance_id="x-1")]
 

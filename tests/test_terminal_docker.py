@@ -467,3 +467,46 @@ def test_no_run_container_is_left(runs):
     api = docker.from_env().api
     left = api.containers(all=True, filters={"label": [f"{RUN_LABEL}=1", f"{OWNER_LABEL}={OWNER}"]})
     assert left == []
+
+
+def test_a_dockerfile_that_would_fetch_a_url_or_pull_an_image_is_refused_and_nothing_is_fetched(
+    executor, demo
+):
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the standard library's name)
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"SECRET-FROM-LOOPBACK")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    tasks, _ = demo
+    try:
+        fetch = variant(
+            tasks["hello-file"],
+            files={
+                "environment/Dockerfile": f"FROM {BASE_IMAGE}\n"
+                f"ADD http://127.0.0.1:{port}/add /leak.txt\nRUN cat /leak.txt\n"
+            },
+        )
+        pull = variant(
+            tasks["hello-file"],
+            files={"environment/Dockerfile": f"FROM 127.0.0.1:{port}/evil/base:latest\n"},
+        )
+        fetched, pulled = executor.image_for(fetch), executor.image_for(pull)
+    finally:
+        server.shutdown()
+    assert not fetched.ok and not fetched.sandbox_error
+    assert fetched.reason.startswith("refused: Dockerfile line 2, ADD fetches http://127.0.0.1")
+    assert not pulled.ok and "is not on this Docker engine, and builds never pull" in pulled.reason
+    assert asked == []

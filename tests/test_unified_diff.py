@@ -196,3 +196,40 @@ def _git_apply(tmp_path, tree, diff):
 def test_apply_gives_the_same_tree_as_git_apply(tmp_path, index):
     tree = [TREE, OFFSET_TREE, {"c.txt": "x\ny", "gone.txt": "bye\n"}][index]
     assert apply(parse(CROSS_DIFFS[index]), tree) == _git_apply(tmp_path, tree, CROSS_DIFFS[index])
+
+
+# `git diff --binary` of a new 512-byte file, after a text change: git's base85 body.
+BINARY_DIFF = (
+    "diff --git a/a.txt b/a.txt\n"
+    "--- a/a.txt\n"
+    "+++ b/a.txt\n"
+    "@@ -1 +1,2 @@\n"
+    " x\n"
+    "+y\n"
+    "diff --git a/img.bin b/img.bin\n"
+    "new file mode 100644\n"
+    "index 0000000000000000000000000000000000000000..553a99f955221f149c3a4ee0df0b19c117d744bf\n"
+    "GIT binary patch\n"
+    "literal 512\n"
+    "zcmZQzWMXDvWn<^y<l^Sx<>MC+6cQE@6%&_`l#-T_m6KOcR8m$^Ra4i{)Y8_`)zddH\n"
+    "zG%_|ZH8Z!cw6eCbwX=6{baHlab#wRd^z!!c_45x13<?ej4GWKmjEatljf+o6OiE5k\n"
+    "zO-s+n%*xKm&C4$+EGjN3Ei136tg5c5t*dWnY-(<4ZENr7?CS36?dzW~anj@|Q>RUz\n"
+    "zF>}`JIdkXDU$Ah|;w4L$Enl&6)#^2C*R9{Mant54TeofBv2)k%J$v`<KXCBS;Uh<n\n"
+    "z9Y1mM)af&4&z-+;@zUihSFc^aar4&gJ9qEhfAH|p<0ns_J%91?)$2EJ-@X6v@zduo\n"
+    "VU%!3-@$=X3KY#!IXBgrB2LR)2{{a91\n"
+    "\n"
+    "literal 0\n"
+    "HcmV?d00001\n"
+    "\n"
+)
+
+
+def test_a_git_binary_patch_parses_renders_back_unchanged_and_its_text_changes_apply():
+    files = parse(BINARY_DIFF)
+    assert [(f.new_path, f.is_binary, len(f.hunks)) for f in files] == [
+        ("a.txt", False, 1),
+        ("img.bin", True, 0),
+    ]
+    assert render(files) == BINARY_DIFF
+    text_only = [f for f in files if not f.is_binary]
+    assert apply(text_only, {"a.txt": "x\n"}) == {"a.txt": "x\ny\n"}

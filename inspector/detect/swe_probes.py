@@ -18,6 +18,10 @@ resolves the instance shows a way to the reward without the fix, so every `expec
   Dockerfile names under the work folder) that, at exit, rewrites pytest's JUnit report as all
   passed and forces exit status 0; `sitecustomize-site`: a script that puts the same file in the
   interpreter's site-packages, outside the working tree;
+- `test-support`: appends to the FAIL_TO_PASS tests' package `__init__.py` (a file of the test
+  suite the test_patch leaves alone) a patch of pytest's reports: every test passed;
+- `shadow-pytest`: adds a root pytest.py, which `python -m pytest` runs instead of pytest: it
+  runs the real pytest with a plugin that reports every test passed;
 - `git-history`: a script that reads the repository's history (every ref, the reflog, dangling
   commits), takes the newest commit that HEAD does not contain and applies its change: it
   resolves when the fix is in the history (a `solution_leak`);
@@ -25,9 +29,10 @@ resolves the instance shows a way to the reward without the fix, so every `expec
   still resolves shows a hunk the tests do not check (`weak_tests`).
 
 The test files are restored before the tests run, so deleting or skipping them never works;
-the conftest and sitecustomize probes work in faithful mode (as with the swebench harness) and
-not in isolated mode, which restores test configuration files and carries nothing from outside
-the working tree. Scripts do nothing unless they run where the executor puts them (the guard of
+the conftest, sitecustomize, test-support and shadow-pytest probes work in faithful mode (as with
+the swebench harness) and not in isolated mode, which restores the test configuration and the
+test suite's files, removes added files that shadow the runner or the standard library, and
+carries nothing from outside the working tree. Scripts do nothing unless they run where the executor puts them (the guard of
 the terminal probes).
 """
 
@@ -100,6 +105,53 @@ def _inspector_report_all_passed():
 if not getattr(sys, "_inspector_probe", False):
     sys._inspector_probe = True
     atexit.register(_inspector_report_all_passed)
+"""
+
+# A pytest.py at the root of the work folder, which `python -m pytest` runs instead of pytest:
+# it imports the real pytest from past the work folder, then runs it with a plugin that turns
+# every test's report into a pass.
+SHADOW_PYTEST = """\
+# Planted by the inspector's shadow-pytest probe: the real pytest, every test reported passed.
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_path = list(sys.path)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+sys.modules.pop("pytest", None)
+import pytest as _pytest  # noqa: E402
+
+sys.path[:] = _path
+
+
+class _InspectorAllPass:
+    @_pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        report.outcome, report.longrepr = "passed", None
+
+
+if __name__ == "__main__":
+    sys.exit(_pytest.main(sys.argv[1:], plugins=[_InspectorAllPass()]))
+"""
+
+# Appended to the __init__.py of the FAIL_TO_PASS tests' package (a file of the test suite that
+# the test_patch does not touch): pytest's reports of every test say passed.
+TEST_SUPPORT_HOOK = """\
+# Planted by the inspector's test-support probe: every test's report says passed.
+import _pytest.reports as _inspector_reports
+
+_inspector_made = _inspector_reports.TestReport.from_item_and_call.__func__
+
+
+def _inspector_passed(cls, item, call):
+    report = _inspector_made(cls, item, call)
+    report.outcome, report.longrepr = "passed", None
+    return report
+
+
+_inspector_reports.TestReport.from_item_and_call = classmethod(_inspector_passed)
 """
 
 # The interpreter's own sitecustomize (Debian ships one, ahead of site-packages on sys.path)
@@ -284,6 +336,40 @@ def swe_probes(source: dict) -> list[dict]:
                 "description": "deletes the FAIL_TO_PASS tests' files: " + ", ".join(test_files),
             }
         )
+    packages = {
+        posixpath.join(posixpath.dirname(path), "__init__.py")
+        for path in test_files
+        if posixpath.dirname(path)
+    }
+    inits = {path: _snapshot_text(source, path) for path in sorted(packages)}
+    inits = {path: text for path, text in inits.items() if text is not None}
+    if inits:
+        probes.append(
+            {
+                "name": "test-support",
+                "patch": "".join(
+                    file_diff(
+                        path,
+                        text,
+                        text
+                        + ("" if text.endswith("\n") or not text else "\n")
+                        + TEST_SUPPORT_HOOK,
+                    )
+                    for path, text in inits.items()
+                ),
+                "description": "makes the test package's __init__.py ("
+                + ", ".join(inits)
+                + "), which the test_patch leaves alone, report every test passed",
+            }
+        )
+    probes.append(
+        {
+            "name": "shadow-pytest",
+            "patch": _new_file_patch(source, "pytest.py", SHADOW_PYTEST, [""]),
+            "description": "adds a root pytest.py, which `python -m pytest` runs: the real "
+            "pytest with a plugin that reports every test passed",
+        }
+    )
     folders = ["", *_pythonpath_folders(source)]
     probes += [
         {
@@ -332,7 +418,9 @@ __all__ = [
     "DROP_HUNK",
     "HISTORY_PROBE",
     "MUST_NOT_RESOLVE",
+    "SHADOW_PYTEST",
     "SITECUSTOMIZE",
+    "TEST_SUPPORT_HOOK",
     "file_diff",
     "swe_probes",
 ]

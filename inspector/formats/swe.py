@@ -439,7 +439,7 @@ def _test_list(obj: dict[str, Any], key: str, report: _Report) -> list[str] | No
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             report(key, "is a string that does not hold a JSON list of test ids")
             return None
     if not isinstance(value, list):

@@ -105,6 +105,13 @@ def _parse_hunk_header(line: str, lineno: int) -> Hunk:
     )
 
 
+# A line of a GIT binary patch's body: a block's header, a base85 line (its first character
+# says how many bytes it holds: A-Z 1-26, a-z 27-52), or the empty line that ends a block.
+_BINARY_LINE = re.compile(
+    r"^(?:(?:literal|delta) \d+|[A-Za-z][0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~]+|)$"
+)
+
+
 def parse(text: str) -> list[FilePatch]:
     """Parse a diff; raises DiffError naming the 1-based line of anything malformed."""
     lines = text.split("\n")
@@ -156,6 +163,12 @@ def parse(text: str) -> list[FilePatch]:
             elif line.startswith(("Binary files ", "GIT binary patch")):
                 current.is_binary = True
             current.header_lines.append(line)
+            if line.startswith("GIT binary patch"):
+                # git's binary body: "literal N" / "delta N" blocks of base85 lines, each block
+                # ended by an empty line (the forward change, then the reverse one).
+                while i + 1 < len(lines) and _BINARY_LINE.match(lines[i + 1]):
+                    i += 1
+                    current.header_lines.append(lines[i])
         elif line.startswith("@@"):
             if current is None or not any(h.startswith("--- ") for h in current.header_lines):
                 raise DiffError("hunk outside any file (no '---'/'+++' lines before it)", lineno)

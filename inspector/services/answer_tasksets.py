@@ -15,8 +15,10 @@ from django.conf import settings
 
 from inspector.models import Task
 
-# Enough to hold the first line of any reasonable task file (a MATH solution is a few KiB).
-_SNIFF_BYTES = 1 << 20
+# How far the first line of an upload is read to tell its kind: any real first line fits (a
+# SWE-bench instance with a long PASS_TO_PASS list is a few MiB).
+_SNIFF_BYTES = 64 << 20
+_CHUNK = 1 << 20
 
 
 @dataclass
@@ -29,24 +31,57 @@ class ParsedAnswerSet:
 
 def first_line_object(stream: BinaryIO) -> dict | None:
     """The first line of a JSONL upload (plain or gzip) as a JSON object, or None when it is
-    not one; the stream is left where it was."""
+    not one; the stream is left where it was. The line is read whole (up to _SNIFF_BYTES)."""
     start = stream.tell()
-    head = stream.read(_SNIFF_BYTES)
-    stream.seek(start)
-    if head.startswith(b"\x1f\x8b"):
-        try:
-            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, _SNIFF_BYTES)
-        except zlib.error:
-            return None
-    head = head.removeprefix(b"\xef\xbb\xbf")
-    for line in head.split(b"\n"):
-        if line.strip():
-            try:
-                obj = json.loads(line)
-            except ValueError:
+    try:
+        head = _first_line(stream)
+    finally:
+        stream.seek(start)
+    if head is None:
+        return None
+    try:
+        obj = json.loads(head.removeprefix(b"\xef\xbb\xbf"))
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _first_line(stream: BinaryIO) -> bytes | None:
+    """The first non-blank line's bytes, or None when there is none within _SNIFF_BYTES (or
+    the gzip stream is broken)."""
+    buffer = b""
+    try:
+        for chunk in _chunks(stream):
+            buffer += chunk
+            while True:
+                line, newline, rest = buffer.partition(b"\n")
+                if not newline:
+                    break
+                if line.strip():
+                    return line
+                buffer = rest
+            if len(buffer) > _SNIFF_BYTES:
                 return None
-            return obj if isinstance(obj, dict) else None
-    return None
+    except zlib.error:
+        return None
+    return buffer if buffer.strip() else None
+
+
+def _chunks(stream: BinaryIO):
+    """The stream's bytes a chunk at a time, decompressed (no chunk over _CHUNK) when gzip."""
+    raw = stream.read(_CHUNK)
+    if not raw.startswith(b"\x1f\x8b"):
+        while raw:
+            yield raw
+            raw = stream.read(_CHUNK)
+        return
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending = raw
+    while pending and not inflate.eof:
+        data = inflate.decompress(pending, _CHUNK)
+        if data:
+            yield data
+        pending = inflate.unconsumed_tail or stream.read(_CHUNK)
 
 
 def is_answer_upload(stream: BinaryIO) -> bool:

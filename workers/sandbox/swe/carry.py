@@ -9,8 +9,11 @@ gets the tar and removes the deleted paths. Nothing the container could have tam
 tar, its git, its shell) takes part. Byte-code (`__pycache__`, `*.pyc`) is never carried: Python
 would run a planted .pyc whose recorded source time and size match a restored test file.
 
-`carry()` also names the test configuration files among the carried and deleted paths (the
-names of `patches.CONFIG_NAMES`): the check restores those to the base commit's version.
+`carry()` also names, among the carried and deleted paths, those the check restores to the base
+commit's version (`patches.restored_in_isolation`): the test configuration files (the names of
+`patches.CONFIG_NAMES`), the test suite's files, and added files that shadow what the test run
+imports (a top-level pytest.py, a module named like the standard library's, package metadata
+whose entry points pytest would load as plugins).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 
 from docker.errors import NotFound
 
-from workers.sandbox.swe.patches import is_config
+from workers.sandbox.swe.patches import restored_in_isolation
 
 ADDED, CHANGED, DELETED = 1, 0, 2  # docker diff's kinds
 
@@ -81,7 +84,7 @@ def carry(api, container_id: str, workdir: str, max_bytes: int) -> Carried:
         and not (kind == CHANGED and rel in every_folder)  # a folder: its changes are listed
     ]
     carried = Carried(archive=None, deleted=deleted)
-    carried.config = sorted({rel for rel in deleted if is_config(rel)})
+    carried.config = sorted({rel for rel in deleted if restored_in_isolation(rel, added=False)})
     if not fetch:
         return carried
 
@@ -132,7 +135,8 @@ def carry(api, container_id: str, workdir: str, max_bytes: int) -> Carried:
                             target.addfile(member, source.extractfile(member))
                         else:
                             target.addfile(member)
-                        if not member.isdir() and is_config(name):
+                        added = kinds.get(name) == ADDED or under_added(name)
+                        if not member.isdir() and restored_in_isolation(name, added=added):
                             config.add(name)
     out.seek(0)
     carried.archive = out

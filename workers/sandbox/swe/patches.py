@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+import sys
 
 DEV_NULL = "/dev/null"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -26,6 +27,17 @@ CONFIG_NAMES = (
     "usercustomize.py",
     "*.pth",
 )
+# The test suite beyond the files the test_patch touches: a test package's __init__.py, helpers
+# and fixtures the listed tests import. A solution that patches one (e.g. a TestCase.run that
+# records every test passed, in tests/__init__.py) would pass without fixing anything.
+TEST_FOLDERS = frozenset({"tests", "test", "testing"})
+TEST_FILE_NAMES = ("test_*.py", "*_test.py")
+# What a solution must not ADD: a module or package named like the test runner's own (a
+# pytest.py that runs the real pytest with a hook marking every test passed) anywhere, one named
+# like the standard library's at the root of the work folder (which `python -m pytest` puts
+# first on sys.path), and package metadata anywhere, whose entry points pytest loads as plugins.
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging"})
+METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg-link")
 
 
 def _path(text: str) -> str:
@@ -105,4 +117,43 @@ def is_config(path: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in CONFIG_NAMES)
 
 
-__all__ = ["CONFIG_NAMES", "file_changes", "is_config", "post_image_paths", "touched"]
+def is_test_support(path: str) -> bool:
+    """A file of the test suite: under a folder named tests, test or testing, or named like a
+    test module."""
+    parts = path.split("/")
+    return bool(TEST_FOLDERS.intersection(parts[:-1])) or any(
+        fnmatch.fnmatchcase(parts[-1], pattern) for pattern in TEST_FILE_NAMES
+    )
+
+
+def shadows(path: str) -> bool:
+    """Whether an added `path` would change what the test run imports: a top-level module or
+    package named like the runner's or the standard library's, or package metadata."""
+    parts = path.split("/")
+    if any(part.endswith(METADATA_SUFFIXES) for part in parts):
+        return True
+    if any(part.removesuffix(".py") in RUNNER_MODULES for part in parts):
+        return True  # anywhere: a src/ layout's folder is on sys.path too
+    top = parts[0][:-3] if len(parts) == 1 and parts[0].endswith(".py") else parts[0]
+    if len(parts) == 1 and not parts[0].endswith(".py"):
+        top = parts[0].split(".", 1)[0]  # an extension module (.so) or a bare name
+    return top in RUNNER_MODULES or top in sys.stdlib_module_names
+
+
+def restored_in_isolation(path: str, *, added: bool) -> bool:
+    """What isolated mode puts back to the base commit's version (deletes, if the base has
+    none) after carrying a solution's changes: the test configuration, the test suite, and an
+    added file that shadows what the test run imports."""
+    return is_config(path) or is_test_support(path) or (added and shadows(path))
+
+
+__all__ = [
+    "CONFIG_NAMES",
+    "file_changes",
+    "is_config",
+    "is_test_support",
+    "post_image_paths",
+    "restored_in_isolation",
+    "shadows",
+    "touched",
+]

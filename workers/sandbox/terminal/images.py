@@ -2,7 +2,9 @@
 
 `ImageBuilder.image_for(source)` builds the task's image from its build context (in memory,
 sent to the engine as a tar stream), tagged by a hash of that context, so an unchanged task is
-built once per engine. Builds never pull and run with no network. A build that fails or passes
+built once per engine. Builds never pull and run with no network; a Dockerfile that would make
+the engine fetch anything (`ADD <url>`, a `FROM` image not on the engine) is refused unbuilt
+(dockerfile.py). A build that fails or passes
 `build_timeout_sec` is remembered for `keep_failed_builds_seconds`, so the many runs of a broken
 task do not rebuild it each time; concurrent calls for one context wait on one build. A task
 without a Dockerfile names a `docker_image`, used only when it is already on the engine.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, replace
 from docker.errors import ImageNotFound
 
 from workers.sandbox.terminal.archives import tar
+from workers.sandbox.terminal.dockerfile import refusal as dockerfile_refusal
 from workers.sandbox.terminal.engine import ENGINE_ERRORS, tail
 from workers.sandbox.terminal.source import file_bytes, file_mode, positive_number
 
@@ -119,8 +122,20 @@ class ImageBuilder:
                 return BuildResult(
                     False, tag, False, time.monotonic() - start, "", f"docker: {exc}", True
                 )
+            try:
+                text = files[dockerfile][1].decode("utf-8", "replace")
+                refused = dockerfile_refusal(text, self._image_exists)
+            except ENGINE_ERRORS as exc:
+                return BuildResult(
+                    False, tag, False, time.monotonic() - start, "", f"docker: {exc}", True
+                )
             timeout = positive_number(source.get("build_timeout_sec"), DEFAULT_BUILD_TIMEOUT)
-            result = self._build(files, dockerfile, tag, digest, timeout, start)
+            if refused:
+                result = BuildResult(
+                    False, tag, False, time.monotonic() - start, refused, f"refused: {refused}"
+                )
+            else:
+                result = self._build(files, dockerfile, tag, digest, timeout, start)
             with self._lock:
                 if result.ok:
                     self._failed.pop(digest, None)
@@ -134,6 +149,13 @@ class ImageBuilder:
                         del self._failed[old]
                     self._failed[digest] = (now, result)
             return result
+
+    def _image_exists(self, name: str) -> bool:
+        try:
+            self._api.inspect_image(name)
+        except ImageNotFound:
+            return False
+        return True
 
     def _prebuilt(self, source: dict, start: float) -> BuildResult:
         image = source.get("docker_image")
