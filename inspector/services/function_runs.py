@@ -66,15 +66,17 @@ def run_completion(run: Run) -> str:
     return run.task.canonical_solution
 
 
-def _behaviour_execute(run: Run, done: dict[str, Execution]) -> Execution:
-    """Call the run's solution on the task's behaviour inputs in a one-off sandbox; the
-    analysis reads the behaviour vector from its stdout. The same program (the same solution
-    of the same task on the same inputs: samples that repeat each other or the reference) runs
-    once a message: `done` holds what each program that finished printed, by its text."""
+def _behaviour_execute(run: Run, done: dict[str, Execution], session: FunctionSession) -> Execution:
+    """Call the run's solution on the task's behaviour inputs, in a pristine fork of the
+    message's session (FunctionSession.run_program: as a one-off sandbox would run it, at the
+    cost of a fork, not of a sandbox's start); the analysis reads the behaviour vector from its
+    stdout. The same program (the same solution of the same task on the same inputs: samples
+    that repeat each other or the reference) runs once a message: `done` holds what each
+    program that finished printed, by its text."""
     program, limits = _behaviour_program(run)
     if program in done:
         return done[program]
-    execution = sandbox_backend().run_python(program, limits=limits)
+    execution = session.run_program(program, limits=limits)
     if execution.outcome == Outcome.PASSED:
         done[program] = execution
     return execution
@@ -125,8 +127,9 @@ def mutant_wall_seconds(kind: str, reference_seconds: float | None) -> float | N
 
 def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     """Claim the queued runs among `run_ids`, execute them in turn in one sandbox session (a
-    clean fork per run) and record each outcome exactly once. Returns the runs this worker
-    executed; runs another worker holds (a redelivered message) are skipped."""
+    clean fork per run, behaviour programs included) and record each outcome exactly once.
+    Returns the runs this worker executed; runs another worker holds (a redelivered message)
+    are skipped."""
     now = timezone.now()
     # Claimed under a token of this call, so one query tells which runs are ours.
     token = f"{worker[:180]}#{uuid.uuid4().hex[:12]}"
@@ -207,9 +210,18 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 # through is compared with the reference): most mutants' programs are skipped.
                 pending.append((run, skipped_execution("its mutant failed the check")))
                 continue
+            if session is not None and run.repeat != session_repeat:
+                # Each repeat in a session of its own, so with a hash seed of its own.
+                session.close()
+                session = None
             if run.kind == Run.BEHAVIOUR:
                 try:
-                    execution = _behaviour_execute(run, behaviour_done)
+                    if session is None:
+                        session, session_repeat = (
+                            sandbox_backend().session(limits=run_limits()),
+                            run.repeat,
+                        )
+                    execution = _behaviour_execute(run, behaviour_done, session)
                 except SandboxUnavailable as exc:
                     execution = error_execution(f"sandbox unavailable: {exc}")
                 pending.append((run, execution))
@@ -219,10 +231,6 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 tasks[run.task_id] = FunctionTask(
                     prompt=t.prompt, test=t.test, entry_point=t.entry_point
                 )
-            if session is not None and run.repeat != session_repeat:
-                # Each repeat in a session of its own, so with a hash seed of its own.
-                session.close()
-                session = None
             try:
                 if session is None:
                     session, session_repeat = (
