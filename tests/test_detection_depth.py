@@ -406,6 +406,39 @@ def test_a_messages_behaviour_programs_run_in_its_session_and_start_no_sandbox_o
     assert flag("clamp/session", "weak_tests")
 
 
+def test_a_completion_too_large_for_the_sessions_messages_ends_only_its_own_runs(
+    import_taskset, inspect_now, settings
+):
+    # Found by an outside attack: a behaviour program over the runner's 64 MiB frame raised
+    # out of the message's loop, and every later run of the message was left running. A
+    # 9 MiB completion: its program goes to a one-off sandbox (it would be 36 MiB of JSON);
+    # a 40 MiB one is too large for a run's message too: its run is a sandbox error, and the
+    # message goes on.
+    settings.RUN_MAX_ATTEMPTS = 1
+    body = clamp_task("x", ONE_ASSERT)["canonical_solution"]
+    large = body + "# " + "\\" * (9 << 20) + "\n"
+    huge = body + "# " + "\\" * (40 << 20) + "\n"
+    samples = [
+        {"task_id": "clamp/large", "completion": large, "sample_id": "large"},
+        {"task_id": "clamp/large", "completion": huge, "sample_id": "huge"},
+        {"task_id": "clamp/large", "completion": body, "sample_id": "fine"},
+    ]
+    inspect(import_taskset, inspect_now, [clamp_task("clamp/large", ONE_ASSERT)], samples)
+
+    runs = Run.objects.filter(task__task_id="clamp/large")
+    assert not runs.exclude(status=Run.DONE).exists()
+    by_sample = {}
+    for run in runs.filter(
+        kind__in=(Run.SAMPLE, Run.BEHAVIOUR), sample__isnull=False
+    ).select_related("sample"):
+        by_sample.setdefault(run.sample.sample_id, set()).add((run.kind, run.outcome))
+    assert by_sample["large"] == {(Run.SAMPLE, "passed"), (Run.BEHAVIOUR, "passed")}
+    assert by_sample["fine"] == {(Run.SAMPLE, "passed"), (Run.BEHAVIOUR, "passed")}
+    assert by_sample["huge"] == {(Run.SAMPLE, "sandbox_error"), (Run.BEHAVIOUR, "passed")}
+    error = runs.filter(sample__sample_id="huge", kind=Run.SAMPLE).first().error
+    assert "exceeds" in error, error
+
+
 def test_a_killed_mutants_behaviour_is_not_run_and_a_surviving_ones_is(import_taskset, inspect_now):
     inspect(import_taskset, inspect_now, [clamp_task("clamp/weak", ONE_ASSERT)], [])
 

@@ -272,3 +272,66 @@ def test_a_program_that_stops_or_kills_the_zygote_does_not_change_what_comes_nex
         assert not session.run(WRONG).passed
         assert reading(session.run_program(honest, limits=PROGRAM_LIMITS)) == expected
     assert_host_untouched(sandbox, token)
+
+
+# What a run of the sandbox's uid can change of its parent (the zygote) or of the runner (pid 1,
+# or 2 under a one-off init) from outside; a fork inherits each. Found by an outside attack: a
+# lowered limit on the zygote failed every later correct run of the session.
+_TAMPER = {
+    "RLIMIT_AS": "resource.prlimit({pid}, resource.RLIMIT_AS, (40 << 20, 40 << 20))",
+    "RLIMIT_CPU": "resource.prlimit({pid}, resource.RLIMIT_CPU, (3, 3))",
+    "RLIMIT_NOFILE": "resource.prlimit({pid}, resource.RLIMIT_NOFILE, (12, 12))",
+    "RLIMIT_FSIZE": "resource.prlimit({pid}, resource.RLIMIT_FSIZE, (0, 0))",
+    "nice": "os.setpriority(os.PRIO_PROCESS, {pid}, 19)",
+    "SCHED_IDLE": "os.sched_setscheduler({pid}, os.SCHED_IDLE, os.sched_param(0))",
+}
+# What a later program shows of the limits it inherited, beside its vector.
+_SHOW = (
+    "import os, resource\n"
+    "print('LIMITS', [resource.getrlimit(getattr(resource, n))[1] for n in "
+    "('RLIMIT_CPU', 'RLIMIT_NOFILE', 'RLIMIT_FSIZE')], os.getpriority(os.PRIO_PROCESS, 0), "
+    "os.sched_getscheduler(0))\n"
+)
+
+
+@pytest.mark.parametrize("change", sorted(_TAMPER))
+@pytest.mark.parametrize("target", ["the zygote", "the runner"])
+def test_a_run_that_changes_the_limits_of_its_parent_or_the_runner_changes_no_later_verdict(
+    sandbox, token: str, change: str, target: str
+) -> None:
+    pid = "os.getppid()" if target == "the zygote" else "_hx_runner_pid()"
+    hit = (
+        "\nimport os, resource\n"
+        "def _hx_runner_pid():\n"
+        "    for p in (1, 2):\n"
+        "        try:\n"
+        "            if b'inspector' in open(f'/proc/{p}/cmdline', 'rb').read() or p == 1:\n"
+        "                return p\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return 1\n"
+        "if _HX_CONFINED:\n"
+        "    try:\n"
+        f"        {_TAMPER[change].format(pid=pid)}\n"
+        "        print('HX', '\"changed\"')\n"
+        "    except OSError as exc:\n"
+        "        print('HX', __import__('json').dumps(str(exc)))\n"
+    )
+    honest = program(SOLUTIONS["honest"])
+    shown = prelude(token) + _SHOW
+    with sandbox.session(TASK, limits=SESSION_LIMITS) as session:
+        expected = reading(session.run_program(honest, limits=PROGRAM_LIMITS))
+        before = session.run_program(shown, limits=PROGRAM_LIMITS)
+        assert before.passed, describe(before)
+        # From a run, then from a program: each must leave every later verdict as it was.
+        tampered = session.run(hostile(token, module=prelude(token) + hit), task=TASK)
+        assert report(tampered) == "changed", describe(tampered)
+        assert session.run(HONEST).passed
+        assert not session.run(WRONG).passed
+        assert reading(session.run_program(honest, limits=PROGRAM_LIMITS)) == expected
+        assert session.run_program(prelude(token) + hit, limits=PROGRAM_LIMITS).passed
+        after = session.run_program(shown, limits=PROGRAM_LIMITS)
+        assert after.passed and after.stdout_tail == before.stdout_tail, describe(after)
+        assert session.run(HONEST).passed
+        assert reading(session.run_program(honest, limits=PROGRAM_LIMITS)) == expected
+    assert_host_untouched(sandbox, token)

@@ -23,6 +23,7 @@ from inspector.models import (
 from inspector.services.lifecycle import inspection_progress
 from inspector.services.terminal_runs import terminal_runs_execute
 from workers.sandbox import Execution, Limits, Outcome, SandboxUnavailable, get_sandbox
+from workers.sandbox.runner import MAX_FRAME
 from workers.sandbox.session import FunctionSession, FunctionTask
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,18 @@ def run_limits() -> Limits:
 MUTANT_WALL_FACTOR = 20
 
 
+def _run_crashed(run: Run, exc: Exception, session: FunctionSession | None) -> Execution:
+    """A run whose execution raised (a completion too large for the sandbox's messages, a bug):
+    its own sandbox error, retried like any; the session is closed, the message goes on."""
+    logger.exception("run %s of inspection %s raised", run.pk, run.inspection_id)
+    if session is not None:
+        try:
+            session.close()
+        except Exception:  # noqa: BLE001
+            logger.exception("closing the session after run %s", run.pk)
+    return error_execution(f"{type(exc).__name__}: {str(exc)[:500]}")
+
+
 def run_completion(run: Run) -> str:
     """The completion a run executes (for a behaviour run: the solution it observes)."""
     if run.kind == Run.MUTANT or (run.kind == Run.BEHAVIOUR and run.probe.startswith("mutant:")):
@@ -64,6 +77,9 @@ def run_completion(run: Run) -> str:
     if run.kind == Run.PROBE:
         return PROBES[run.probe]
     return run.task.canonical_solution
+
+
+PROGRAM_IN_SESSION_MAX_CHARS = MAX_FRAME // 8
 
 
 def _behaviour_execute(run: Run, done: dict[str, Execution], session: FunctionSession) -> Execution:
@@ -76,7 +92,12 @@ def _behaviour_execute(run: Run, done: dict[str, Execution], session: FunctionSe
     program, limits = _behaviour_program(run)
     if program in done:
         return done[program]
-    execution = session.run_program(program, limits=limits)
+    if len(program) > PROGRAM_IN_SESSION_MAX_CHARS:
+        # Too large for a message to the session's runner (a frame holds 64 MiB of JSON, and
+        # JSON may take 6 bytes a character): a one-off sandbox reads it from a file.
+        execution = sandbox_backend().run_python(program, limits=limits)
+    else:
+        execution = session.run_program(program, limits=limits)
     if execution.outcome == Outcome.PASSED:
         done[program] = execution
     return execution
@@ -224,6 +245,8 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                     execution = _behaviour_execute(run, behaviour_done, session)
                 except SandboxUnavailable as exc:
                     execution = error_execution(f"sandbox unavailable: {exc}")
+                except Exception as exc:  # noqa: BLE001 - this run's error, not the message's
+                    execution, session = _run_crashed(run, exc, session), None
                 pending.append((run, execution))
                 continue
             if run.task_id not in tasks:
@@ -256,6 +279,10 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 ).update(status=Inspection.FAILED, error=message, finished_at=timezone.now())
                 failed[run.inspection_id] = message
                 pending.append((run, error_execution(message)))
+                continue
+            except Exception as exc:  # noqa: BLE001 - this run's error, not the message's
+                pending.append((run, _run_crashed(run, exc, session)))
+                session = None
                 continue
             if (
                 execution.outcome == Outcome.SANDBOX_ERROR

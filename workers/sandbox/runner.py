@@ -1550,6 +1550,8 @@ def program_main(program: dict):
         held = int(fh.read().split()[0]) * page
     fresh = globals().get("_FRESH_PAGES", 0) * page
     memory = program["memory_bytes"] + max(0, held - fresh)
+    # (The hard limit is the runner's: on the local backend, the run's memory and 64 MiB more.
+    # No run can lower it unnoticed: the zygote ends when its limits change, _process_state.)
     ceiling = resource.getrlimit(resource.RLIMIT_AS)[1]
     if ceiling != resource.RLIM_INFINITY:
         memory = min(memory, ceiling)
@@ -1637,6 +1639,7 @@ class Runner:
         self.zygote: int | None = None
         self.zygote_sock = None
         self.sockets_at_start: int | None = None  # the solution's side: see tidy
+        self.born = _process_state()  # see tidy: a run may not change this process's limits
         # The scratch folders as the sandbox made them, read before any run exists.
         self.scratch: dict[str, os.stat_result] = {}
         for folder in [self.work] + (["/tmp", "/dev/shm", "/dev/mqueue"] if self.namespace else []):
@@ -1915,6 +1918,10 @@ class Runner:
                 # to close) kept memory charged to the sandbox, or data a later run could read
                 # in /proc/net: the sandbox ends, and the session starts the next run afresh.
                 sys.exit("inspector-runner: the run left sockets behind")
+        if _process_state() != self.born:
+            # A run lowered this process's limits or priority from outside (prlimit(2) on pid
+            # 1): the sandbox ends rather than serve later runs that way.
+            sys.exit("inspector-runner: a run changed the runner's limits")
         deadline = time.monotonic() + TIDY_SECONDS
         for folder, pristine in self.scratch.items():
             _reset(folder, pristine, deadline)
@@ -2115,6 +2122,28 @@ def _reap_all_but(zygote: int) -> None:
             return
 
 
+ZYGOTE_TAMPERED_EXIT = 121
+
+
+def _process_state() -> tuple:
+    """What a child inherits of its parent that another process of the sandbox's user can
+    change from outside: every resource limit, the nice value, the scheduling policy and the
+    CPU affinity."""
+    import resource
+
+    limits = tuple(
+        resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_")
+    )
+    return (
+        limits,
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getscheduler(0),
+        frozenset(os.sched_getaffinity(0)),
+    )
+
+
 def _zygote(sock, runner: Runner) -> dict:
     """The solution's zygote: forked before any run's data reached the runner, it forks each
     run's child on a one-byte request (b"f" a solution's, b"p" a program's), hands the child's
@@ -2122,10 +2151,16 @@ def _zygote(sock, runner: Runner) -> dict:
     holds another run's data. Returns only in a program's child (see `_program_child`)."""
     import socket
 
+    born = _process_state()
     while True:
         request = _read_exact(sock.fileno(), 1)
         if request is None:
             os._exit(0)
+        if request != b"r" and _process_state() != born:
+            # A run changed this process from outside (prlimit(2) on its parent, setpriority,
+            # sched_setaffinity): each child it forked would inherit that. It ends instead, so
+            # the runner ends and the next run gets a fresh sandbox.
+            os._exit(ZYGOTE_TAMPERED_EXIT)
         if request == b"r":
             # Every child of its that has exited: the run's children a run made its siblings
             # with clone(CLONE_PARENT), killed by the runner. Left as zombies they would hold
