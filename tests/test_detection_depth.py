@@ -356,6 +356,89 @@ def test_samples_that_repeat_the_reference_share_its_behaviour_run_and_its_verdi
     assert not Flag.objects.filter(task__task_id="clamp/same", code="weak_tests").exists()
 
 
+def test_a_messages_behaviour_programs_run_in_its_session_and_start_no_sandbox_of_their_own(
+    import_taskset, inspect_now, monkeypatch
+):
+    from inspector.detect.behaviour import parse_behaviour
+    from inspector.services import function_runs
+    from workers.sandbox.local import LocalSandbox
+
+    backend = function_runs.sandbox_backend()  # started (and checked) before counting
+    one_offs: list[str] = []
+    pairs: list[object] = []
+    run_python, open_pair = LocalSandbox.run_python, LocalSandbox._open_pair
+
+    def counted_run_python(self, program, **kwargs):
+        one_offs.append(program)
+        return run_python(self, program, **kwargs)
+
+    def counted_open_pair(self, limits):
+        pairs.append(limits)
+        return open_pair(self, limits)
+
+    monkeypatch.setattr(LocalSandbox, "run_python", counted_run_python)
+    monkeypatch.setattr(LocalSandbox, "_open_pair", counted_open_pair)
+    body = clamp_task("x", ONE_ASSERT)["canonical_solution"]
+    samples = [
+        {"task_id": "clamp/session", "completion": body},
+        {"task_id": "clamp/session", "completion": "    return max(0, min(10, x))\n"},
+        {"task_id": "clamp/session", "completion": "    return x\n"},
+    ]
+    inspect(import_taskset, inspect_now, [clamp_task("clamp/session", ONE_ASSERT)], samples)
+
+    behaviour = list(Run.objects.filter(kind=Run.BEHAVIOUR).select_related("task", "sample"))
+    ran = [run for run in behaviour if run.outcome != "skipped"]
+    assert len(ran) >= 5 and all(run.outcome == "passed" for run in ran), [
+        (run.probe, run.outcome, run.error) for run in ran
+    ]
+    # Every program ran in its message's session: not one sandbox of its own, and one session
+    # (a pair of sandboxes) per message: repeat 1 (checks and programs), repeat 2.
+    assert one_offs == []
+    assert len(pairs) == 2, pairs
+    # What each printed is what a one-off sandbox prints for it.
+    for run in ran:
+        program, limits = function_runs._behaviour_program(run)
+        inputs = run.task.behaviour_inputs
+        alone = parse_behaviour(backend.run_python(program, limits=limits).stdout_tail, inputs)
+        here = parse_behaviour(run.stdout_tail, inputs)
+        assert here is not None and alone is not None, run.probe
+        assert (here.digests, here.reprs, here.error) == (alone.digests, alone.reprs, alone.error)
+    assert flag("clamp/session", "weak_tests")
+
+
+def test_a_completion_too_large_for_the_sessions_messages_ends_only_its_own_runs(
+    import_taskset, inspect_now, settings
+):
+    # Found by an outside attack: a behaviour program over the runner's 64 MiB frame raised
+    # out of the message's loop, and every later run of the message was left running. A
+    # 9 MiB completion: its program goes to a one-off sandbox (it would be 36 MiB of JSON);
+    # a 40 MiB one is too large for a run's message too: its run is a sandbox error, and the
+    # message goes on.
+    settings.RUN_MAX_ATTEMPTS = 1
+    body = clamp_task("x", ONE_ASSERT)["canonical_solution"]
+    large = body + "# " + "\\" * (9 << 20) + "\n"
+    huge = body + "# " + "\\" * (40 << 20) + "\n"
+    samples = [
+        {"task_id": "clamp/large", "completion": large, "sample_id": "large"},
+        {"task_id": "clamp/large", "completion": huge, "sample_id": "huge"},
+        {"task_id": "clamp/large", "completion": body, "sample_id": "fine"},
+    ]
+    inspect(import_taskset, inspect_now, [clamp_task("clamp/large", ONE_ASSERT)], samples)
+
+    runs = Run.objects.filter(task__task_id="clamp/large")
+    assert not runs.exclude(status=Run.DONE).exists()
+    by_sample = {}
+    for run in runs.filter(
+        kind__in=(Run.SAMPLE, Run.BEHAVIOUR), sample__isnull=False
+    ).select_related("sample"):
+        by_sample.setdefault(run.sample.sample_id, set()).add((run.kind, run.outcome))
+    assert by_sample["large"] == {(Run.SAMPLE, "passed"), (Run.BEHAVIOUR, "passed")}
+    assert by_sample["fine"] == {(Run.SAMPLE, "passed"), (Run.BEHAVIOUR, "passed")}
+    assert by_sample["huge"] == {(Run.SAMPLE, "sandbox_error"), (Run.BEHAVIOUR, "passed")}
+    error = runs.filter(sample__sample_id="huge", kind=Run.SAMPLE).first().error
+    assert "exceeds" in error, error
+
+
 def test_a_killed_mutants_behaviour_is_not_run_and_a_surviving_ones_is(import_taskset, inspect_now):
     inspect(import_taskset, inspect_now, [clamp_task("clamp/weak", ONE_ASSERT)], [])
 

@@ -7,7 +7,8 @@ behaviour vector; comparing vectors is how the signals in `inspector.detect.sign
 tests, ambiguous prompts and wrong references.
 
 Nothing here runs a solution. `behaviour_program` writes a self-contained program that the caller
-runs INSIDE the platform's sandbox (`sandbox.run_python(program, limits=...)`); the program
+runs INSIDE the platform's sandbox (`session.run_program(program, limits=...)`, a fork of the
+message's session, or `sandbox.run_python(program, limits=...)`, which gives the same); the program
 prints one marked JSON line, and `parse_behaviour` reads it back from the run's stdout tail.
 Inputs are argument lists written as Python literals ("[1, 2], 3" or "'ab', key=2") and are only
 ever read with `ast.literal_eval`, here and inside the program: never `eval`.

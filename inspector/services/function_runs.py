@@ -23,6 +23,7 @@ from inspector.models import (
 from inspector.services.lifecycle import inspection_progress
 from inspector.services.terminal_runs import terminal_runs_execute
 from workers.sandbox import Execution, Limits, Outcome, SandboxUnavailable, get_sandbox
+from workers.sandbox.runner import MAX_FRAME
 from workers.sandbox.session import FunctionSession, FunctionTask
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,18 @@ def run_limits() -> Limits:
 MUTANT_WALL_FACTOR = 20
 
 
+def _run_crashed(run: Run, exc: Exception, session: FunctionSession | None) -> Execution:
+    """A run whose execution raised (a completion too large for the sandbox's messages, a bug):
+    its own sandbox error, retried like any; the session is closed, the message goes on."""
+    logger.exception("run %s of inspection %s raised", run.pk, run.inspection_id)
+    if session is not None:
+        try:
+            session.close()
+        except Exception:  # noqa: BLE001
+            logger.exception("closing the session after run %s", run.pk)
+    return error_execution(f"{type(exc).__name__}: {str(exc)[:500]}")
+
+
 def run_completion(run: Run) -> str:
     """The completion a run executes (for a behaviour run: the solution it observes)."""
     if run.kind == Run.MUTANT or (run.kind == Run.BEHAVIOUR and run.probe.startswith("mutant:")):
@@ -66,15 +79,25 @@ def run_completion(run: Run) -> str:
     return run.task.canonical_solution
 
 
-def _behaviour_execute(run: Run, done: dict[str, Execution]) -> Execution:
-    """Call the run's solution on the task's behaviour inputs in a one-off sandbox; the
-    analysis reads the behaviour vector from its stdout. The same program (the same solution
-    of the same task on the same inputs: samples that repeat each other or the reference) runs
-    once a message: `done` holds what each program that finished printed, by its text."""
+PROGRAM_IN_SESSION_MAX_CHARS = MAX_FRAME // 8
+
+
+def _behaviour_execute(run: Run, done: dict[str, Execution], session: FunctionSession) -> Execution:
+    """Call the run's solution on the task's behaviour inputs, in a pristine fork of the
+    message's session (FunctionSession.run_program: as a one-off sandbox would run it, at the
+    cost of a fork, not of a sandbox's start); the analysis reads the behaviour vector from its
+    stdout. The same program (the same solution of the same task on the same inputs: samples
+    that repeat each other or the reference) runs once a message: `done` holds what each
+    program that finished printed, by its text."""
     program, limits = _behaviour_program(run)
     if program in done:
         return done[program]
-    execution = sandbox_backend().run_python(program, limits=limits)
+    if len(program) > PROGRAM_IN_SESSION_MAX_CHARS:
+        # Too large for a message to the session's runner (a frame holds 64 MiB of JSON, and
+        # JSON may take 6 bytes a character): a one-off sandbox reads it from a file.
+        execution = sandbox_backend().run_python(program, limits=limits)
+    else:
+        execution = session.run_program(program, limits=limits)
     if execution.outcome == Outcome.PASSED:
         done[program] = execution
     return execution
@@ -125,8 +148,9 @@ def mutant_wall_seconds(kind: str, reference_seconds: float | None) -> float | N
 
 def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     """Claim the queued runs among `run_ids`, execute them in turn in one sandbox session (a
-    clean fork per run) and record each outcome exactly once. Returns the runs this worker
-    executed; runs another worker holds (a redelivered message) are skipped."""
+    clean fork per run, behaviour programs included) and record each outcome exactly once.
+    Returns the runs this worker executed; runs another worker holds (a redelivered message)
+    are skipped."""
     now = timezone.now()
     # Claimed under a token of this call, so one query tells which runs are ours.
     token = f"{worker[:180]}#{uuid.uuid4().hex[:12]}"
@@ -207,11 +231,22 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 # through is compared with the reference): most mutants' programs are skipped.
                 pending.append((run, skipped_execution("its mutant failed the check")))
                 continue
+            if session is not None and run.repeat != session_repeat:
+                # Each repeat in a session of its own, so with a hash seed of its own.
+                session.close()
+                session = None
             if run.kind == Run.BEHAVIOUR:
                 try:
-                    execution = _behaviour_execute(run, behaviour_done)
+                    if session is None:
+                        session, session_repeat = (
+                            sandbox_backend().session(limits=run_limits()),
+                            run.repeat,
+                        )
+                    execution = _behaviour_execute(run, behaviour_done, session)
                 except SandboxUnavailable as exc:
                     execution = error_execution(f"sandbox unavailable: {exc}")
+                except Exception as exc:  # noqa: BLE001 - this run's error, not the message's
+                    execution, session = _run_crashed(run, exc, session), None
                 pending.append((run, execution))
                 continue
             if run.task_id not in tasks:
@@ -219,10 +254,6 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 tasks[run.task_id] = FunctionTask(
                     prompt=t.prompt, test=t.test, entry_point=t.entry_point
                 )
-            if session is not None and run.repeat != session_repeat:
-                # Each repeat in a session of its own, so with a hash seed of its own.
-                session.close()
-                session = None
             try:
                 if session is None:
                     session, session_repeat = (
@@ -248,6 +279,10 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 ).update(status=Inspection.FAILED, error=message, finished_at=timezone.now())
                 failed[run.inspection_id] = message
                 pending.append((run, error_execution(message)))
+                continue
+            except Exception as exc:  # noqa: BLE001 - this run's error, not the message's
+                pending.append((run, _run_crashed(run, exc, session)))
+                session = None
                 continue
             if (
                 execution.outcome == Outcome.SANDBOX_ERROR

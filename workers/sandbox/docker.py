@@ -100,6 +100,10 @@ MAX_POOL_KEYS = 4  # sets of container limits kept warm at once (least recently 
 _CHUNK = 1 << 16
 _INIT_NAME = "sandbox-init"  # prefixes the run_python init's own error messages
 _STDOUT, _STDERR = 1, 2
+# How run_python runs a program (`python -I main.py` in /work: _RUN_INIT), which
+# FunctionSession.run_program does alike: there its code runs two levels deeper, and its
+# recursion limit is two higher (runner.program_main).
+ONE_OFF = {"main_depth": 2, "main_file": WORK + "/main.py"}
 
 # Python installs a SIGINT handler, and pid 1 of a namespace does get the signals it handles:
 # without this line any process of the container could end the runner with SIGINT.
@@ -653,7 +657,7 @@ class DockerSandbox:
     def session(self, task: FunctionTask | None = None, *, limits: Limits) -> FunctionSession:
         """A solution container and a check container, a clean fork per run; both are removed
         when the session closes or a run times out."""
-        return FunctionSession(self._open_runner, task, limits)
+        return FunctionSession(self._open_runner, task, limits, one_off=ONE_OFF)
 
     def _open_runner(self, role: str, limits: Limits) -> DockerChannel:
         try:

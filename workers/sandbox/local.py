@@ -63,6 +63,7 @@ NO_BWRAP = (
     "SANDBOX_ALLOW_UNSANDBOXED=True to run untrusted code WITHOUT isolation"
 )
 _INIT_NAME = "sandbox-init"  # prefixes the one-off init's own error messages
+RUNNER_ADDRESS_SPACE = 64 << 20  # a session's runner may map this much beyond a run's limit
 # Where a verifier program finds its libraries (requirements-verifier.txt) inside the sandbox.
 VERIFIER_MOUNT = "/opt/verifier"
 CGROUP_MODES = ("auto", "required", "off")
@@ -222,6 +223,9 @@ def sweep_work_folders(root: str | None = None) -> int:
 class _LocalBase:
     name = "local"
     pid_namespace = True
+    # The recursion depth of a one-off program's own code: main.py exec'd at the module level
+    # of ONE_OFF_INIT (`python -c`), where a session runs a program too (runner.py).
+    ONE_OFF_DEPTH = 4
 
     def __init__(
         self,
@@ -269,7 +273,13 @@ class _LocalBase:
 
     def session(self, task: FunctionTask | None = None, *, limits: Limits) -> FunctionSession:
         """A solution sandbox and a check sandbox, a clean fork per run."""
-        return FunctionSession(self._open_runner, task, limits, open_pair=self._open_pair)
+        return FunctionSession(
+            self._open_runner,
+            task,
+            limits,
+            open_pair=self._open_pair,
+            one_off={"main_depth": self.ONE_OFF_DEPTH, "main_file": "main.py"},
+        )
 
     def _open_pair(self, limits: Limits) -> tuple[FdChannel, FdChannel]:
         """Both sandboxes, joined by a pipe pair of their own: the check's calls go straight to
@@ -310,9 +320,12 @@ class _LocalBase:
         for fd in (to_runner_r, from_runner_r, errors.fileno()):
             os.fchmod(fd, 0)
         # The runner lives for many runs: its own CPU limit is the session's, not one run's.
+        # Its address space may pass a run's by what it maps itself, which a program's child
+        # is given on top of its own limit (runner.program_main: a one-off program's room);
+        # each run's child sets the run's own limit, and the cgroup holds the whole sandbox.
         session_limits = Limits(
             wall_seconds=3600,
-            memory_bytes=limits.memory_bytes,
+            memory_bytes=limits.memory_bytes + RUNNER_ADDRESS_SPACE,
             max_processes=limits.max_processes,
             file_bytes=limits.file_bytes,
         )
@@ -735,6 +748,7 @@ class UnsandboxedSandbox(_LocalBase):
 
     name = "unsandboxed"
     pid_namespace = False
+    ONE_OFF_DEPTH = 2  # `python -I main.py`
 
     def _runner_argv(self, folder: str, limits: Limits, filter_fd: int | None) -> list[str]:
         return [self.python, "-I", "-c", BOOTSTRAP]

@@ -13,6 +13,8 @@ Two roles, each in a sandbox of its own:
   `check(candidate)`, where `candidate` is a proxy that sends each call, as data, through the
   worker to the solution's sandbox. The child's exit status is the verdict; nothing the
   solution controls can produce it.
+The solution's side also runs programs (behaviour programs), each in a child of its own, as a
+one-off sandbox runs main.py: see "Programs" below.
 
 A pristine start per run. Each sandbox's runner (pid 1, not dumpable) relays every run itself
 and holds the runs' data; no run's process is ever forked from it. On the solution's side each
@@ -151,6 +153,8 @@ SOLUTION, CHECK = "solution", "check"
 # Reads the runner's source from stdin with os.read, not sys.stdin: a buffered reader would
 # swallow the frames that follow it.
 BOOTSTRAP = """import os, struct
+with open("/proc/self/statm", "rb") as _fh:  # the address space of a fresh interpreter (pages)
+    _FRESH_PAGES = int(_fh.read().split()[0])
 def _read(n):
     data = b""
     while len(data) < n:
@@ -159,7 +163,17 @@ def _read(n):
             raise SystemExit("inspector-runner: stdin closed")
         data += chunk
     return data
+_program = None
 exec(compile(_read(struct.unpack(">I", _read(4))[0]), "inspector-runner", "exec"))
+if _program is not None:
+    # Only in a program's child (the runner's `_program_child`), back at this level: the program
+    # runs here, where a one-off sandbox's init runs it (ONE_OFF_INIT), at the same depth.
+    _program = program_main(_program)
+    try:
+        exec(program_code(), _program.__dict__)
+    except BaseException as _exc:
+        program_exit(_exc)
+    program_exit(None)
 """
 
 
@@ -1048,6 +1062,7 @@ PRELOAD = (
     "hashlib", "heapq", "bisect", "statistics", "fractions", "decimal", "datetime", "copy",
     "operator", "fcntl", "resource", "importlib",
     "dis",  # free_names(), on the check's side
+    "ast",  # behaviour programs (inspector/detect/behaviour_program.py), 1-2 ms each
 )  # fmt: skip
 
 
@@ -1408,12 +1423,12 @@ def _flush() -> None:
 
 
 def _become_run_child(
-    folder: str, out_w: int, err_w: int, call_in_r: int, call_out_w: int, limits: dict
+    folder: str, out_w: int, err_w: int, call_in_r: int, call_out_w: int, limits: dict | None
 ) -> None:
     """In a run's freshly forked child: a session of its own in its folder, the four pipe ends
-    as stdout, stderr, CALL_IN and CALL_OUT, nothing else open, and the run's rlimits."""
+    as stdout, stderr, CALL_IN and CALL_OUT, nothing else open, and the run's rlimits (a
+    program's child sets its own, from its start message: `_program_child`)."""
     import fcntl
-    import resource
 
     os.setsid()
     os.chdir(folder)
@@ -1429,10 +1444,156 @@ def _become_run_child(
     # Line-buffered, and flushed before every answer and exit: output is evidence.
     sys.stdout = open(1, "w", 1, encoding="utf-8", errors="replace", closefd=False)
     sys.stderr = open(2, "w", 1, encoding="utf-8", errors="replace", closefd=False)
-    memory = limits["memory_bytes"]
+    if limits is not None:
+        _set_rlimits(limits["memory_bytes"], int(limits["wall_seconds"]) + 1)
+
+
+def _set_rlimits(memory: int, cpu: int) -> None:
+    import resource
+
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    cpu = int(limits["wall_seconds"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
+# --- Programs ------------------------------------------------------------------------------------
+#
+# A program (a behaviour program: inspector/detect/behaviour.py) runs in the solution's sandbox
+# of a session as a one-off sandbox runs it, `python -I main.py` in /work, but in a fork of the
+# zygote instead of a sandbox and an interpreter of its own: the runner asks the zygote for a
+# child (b"p"), which reads its own start message (the program, its limits), writes main.py
+# into /work and then returns, out of the zygote's loop and serve(), to BOOTSTRAP's own level,
+# which runs the program where ONE_OFF_INIT runs it: the same frame depth (so RecursionError
+# comes at the same depth), a fresh __main__, sys.argv, the interpreter's own stdout and
+# stderr, the same end (SystemExit's status, an uncaught exception's traceback, threads and
+# atexit hooks, no finalization). The runner relays the run as it does a solution's (its
+# output's tails, the output cap), and everything after it (the kill, the clean-up of the
+# folders, the sockets' check) is the same as after any run.
+
+PROGRAM_FAULT = "sandbox-init: "  # begins a program child's own errors, as the one-off init's
+
+
+def _program_child(
+    folder: str, out_w: int, err_w: int, call_in_r: int, call_out_w: int, work: str
+) -> dict:
+    """In a program's freshly forked child: its start message read, its rlimits set, main.py
+    written in `work`, and nothing open but stdin (/dev/null), stdout and stderr. Returns what
+    `program_main` needs, at BOOTSTRAP's level."""
+    import math as _math
+    import resource
+
+    _become_run_child(folder, out_w, err_w, call_in_r, call_out_w, None)
+    start = read_frame(CALL_IN)
+    if start is None or start.get("op") != "program":
+        raise BoundaryError("a program's child expected its program")
+    for fd in (CALL_IN, CALL_OUT):
+        os.close(fd)
+    limits = start["limits"]
+    # As the one-off sandbox limits its processes (local.py's _limiter); its address space when
+    # it starts the program (program_main).
+    cpu = _math.ceil(float(limits["wall_seconds"])) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    os.chdir(work)
+    os.rmdir(folder)
+    with open("main.py", "w", encoding="utf-8") as fh:
+        fh.write(start["program"])
+    depth, name = start.get("main_depth"), start.get("main_file")
+    return {
+        "memory_bytes": int(limits["memory_bytes"]),
+        "main_depth": depth if type(depth) is int else None,
+        "main_file": name if type(name) is str else "main.py",
+    }
+
+
+def _depth() -> int:
+    """The interpreter's recursion depth at the caller, as RecursionError counts it (frames
+    and entries into the evaluation loop from C): the lowest limit it can be set to, less one."""
+    limit = sys.getrecursionlimit()
+    try:
+        for n in range(1, limit):
+            try:
+                sys.setrecursionlimit(n)
+            except RecursionError:
+                continue
+            return n - 2
+        return limit
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def program_main(program: dict):
+    """In a program's child, called from BOOTSTRAP's level: the interpreter as ONE_OFF_INIT's
+    child has it before the program runs; returns the fresh __main__ module to run it in.
+    `main_depth` is where the one-off sandbox of this backend runs main.py's own code (4 under
+    ONE_OFF_INIT, 2 for `python main.py`): the recursion limit makes up the difference;
+    `main_file` its name (`__file__` and the code's file name)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the runner's own is SIG_DFL
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    sys.argv = ["main.py"]
+    # The one-off sandboxes' environment says 0 (which `python -I` ignores: the hash seed is
+    # the interpreter's own, here the session's).
+    os.environ["PYTHONHASHSEED"] = "0"
+    wanted = program.get("main_depth")
+    if wanted is not None:
+        here = _depth() + 1  # main.py's code, exec'd from the caller's level (one deeper)
+        if here != wanted:
+            sys.setrecursionlimit(sys.getrecursionlimit() + here - wanted)
+    # The program's room under RLIMIT_AS is about a one-off program's: the address space this
+    # process holds beyond a fresh interpreter's (taken by BOOTSTRAP when it started), which is
+    # the runner's code and its preloaded modules, mapped before the zygote forked, is added
+    # to the limit. (Within a few hundred KiB: a one-off program's init holds a little more at
+    # its start, and the program's imports of preloaded modules cost it nothing here.) The
+    # sandbox's own limit on memory (its cgroup) is the session's, whatever this one says.
+    import resource
+
+    page = os.sysconf("SC_PAGE_SIZE")
+    with open("/proc/self/statm", "rb") as fh:
+        held = int(fh.read().split()[0]) * page
+    fresh = globals().get("_FRESH_PAGES", 0) * page
+    memory = program["memory_bytes"] + max(0, held - fresh)
+    # (The hard limit is the runner's: on the local backend, the run's memory and 64 MiB more.
+    # No run can lower it unnoticed: the zygote ends when its limits change, _process_state.)
+    ceiling = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if ceiling != resource.RLIM_INFINITY:
+        memory = min(memory, ceiling)
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    main = type(sys)("__main__")
+    main.__file__, main.__builtins__ = program["main_file"], builtins
+    sys.modules["__main__"] = main
+    return main
+
+
+def program_code():
+    """main.py, compiled in the program's child (a SyntaxError is the program's own)."""
+    name = sys.modules["__main__"].__file__
+    with open("main.py", "rb") as fh:
+        return compile(fh.read(), name, "exec")
+
+
+def program_exit(exc: BaseException | None) -> None:
+    """End a program's child as ONE_OFF_INIT ends its program: the status of SystemExit (or 1
+    and the traceback of any other exception), non-daemon threads joined, atexit hooks run,
+    the streams flushed, and no finalization."""
+    status = 0
+    if isinstance(exc, SystemExit):
+        if exc.code is None or type(exc.code) is int:
+            status = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            status = 1
+    elif exc is not None:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        status = 1
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110
+            pass
+    os._exit(status & 0xFF)
 
 
 def _child(
@@ -1478,6 +1639,7 @@ class Runner:
         self.zygote: int | None = None
         self.zygote_sock = None
         self.sockets_at_start: int | None = None  # the solution's side: see tidy
+        self.born = _process_state()  # see tidy: a run may not change this process's limits
         # The scratch folders as the sandbox made them, read before any run exists.
         self.scratch: dict[str, os.stat_result] = {}
         for folder in [self.work] + (["/tmp", "/dev/shm", "/dev/mqueue"] if self.namespace else []):
@@ -1546,17 +1708,7 @@ class Runner:
     def _start_from_zygote(self, message: dict) -> None:
         """A solution's run: its child is forked by the zygote, which has never held a run's
         data, and reads its start message itself; this process relays the run as for any."""
-        import socket
-
-        self.zygote_sock.sendall(b"f")
-        data, fds, _flags, _addr = socket.recv_fds(self.zygote_sock, 64, 5)
-        if len(fds) != 5 or len(data) != 4:
-            for fd in fds:
-                os.close(fd)
-            sys.exit("inspector-runner: the zygote is gone")
-        (pid,) = struct.unpack(">i", data)
-        call_in_w, call_out_r, out_r, err_r, pidfd = fds
-        self.child = _child(pid, pidfd, call_in_w, call_out_r, out_r, err_r, from_zygote=True)
+        self._fork_from_zygote(b"f")
         self.send_to_child(
             {
                 "op": "start",
@@ -1566,6 +1718,45 @@ class Runner:
             }
         )
 
+    def start_program(self, message: dict) -> None:
+        """A program's run (see "Programs" above): its child is forked by the zygote too, and
+        reads its own start message; this process relays it as a solution's, under the
+        program's own limits (its output's cap and tails, its rlimits)."""
+        limits = message.get("limits")
+        program = message.get("program")
+        if type(limits) is not dict or type(program) is not str:
+            sys.exit("inspector-runner: a malformed program message")
+        self._fork_from_zygote(b"p")
+        child = self.child
+        child["program"] = True
+        child["tail_bytes"] = int(limits["tail_bytes"])
+        child["output_bytes"] = int(limits["output_bytes"])
+        self.send_to_child(
+            {
+                "op": "program",
+                "program": program,
+                "limits": {
+                    "memory_bytes": int(limits["memory_bytes"]),
+                    "wall_seconds": float(limits["wall_seconds"]),
+                },
+                "main_depth": message.get("main_depth"),
+                "main_file": message.get("main_file"),
+            }
+        )
+
+    def _fork_from_zygote(self, request: bytes) -> None:
+        import socket
+
+        self.zygote_sock.sendall(request)
+        data, fds, _flags, _addr = socket.recv_fds(self.zygote_sock, 64, 5)
+        if len(fds) != 5 or len(data) != 4:
+            for fd in fds:
+                os.close(fd)
+            sys.exit("inspector-runner: the zygote is gone")
+        (pid,) = struct.unpack(">i", data)
+        call_in_w, call_out_r, out_r, err_r, pidfd = fds
+        self.child = _child(pid, pidfd, call_in_w, call_out_r, out_r, err_r, from_zygote=True)
+
     def _drain(self, fd: int) -> bool:
         child = self.child
         chunk = os.read(fd, CHUNK)
@@ -1574,10 +1765,11 @@ class Runner:
         child["bytes"] += len(chunk)
         tail = child["tails"][fd]
         tail += chunk
-        keep = self.limits["tail_bytes"]
+        keep = child.get("tail_bytes") or self.limits["tail_bytes"]
         if len(tail) > keep:
             del tail[: len(tail) - keep]
-        if child["bytes"] > self.limits["output_bytes"] and not child["killed_for"]:
+        cap = child.get("output_bytes") or self.limits["output_bytes"]
+        if child["bytes"] > cap and not child["killed_for"]:
             child["killed_for"] = "output"
             self._kill_child()
         return True
@@ -1617,7 +1809,11 @@ class Runner:
                     sel.unregister(fd)
                 elif fd == child["pidfd"]:
                     sel.unregister(fd)
-                    self._reap_child()
+                    if not child.get("program"):
+                        # (A program's status is asked of the zygote in finish(), once the
+                        # processes it left are gone and the zygote is awake: it may have
+                        # stopped it, and its leftovers could stop it again.)
+                        self._reap_child()
                     for other in list(open_fds):
                         while self._drain_nonblocking(other):
                             pass
@@ -1722,6 +1918,10 @@ class Runner:
                 # to close) kept memory charged to the sandbox, or data a later run could read
                 # in /proc/net: the sandbox ends, and the session starts the next run afresh.
                 sys.exit("inspector-runner: the run left sockets behind")
+        if _process_state() != self.born:
+            # A run lowered this process's limits or priority from outside (prlimit(2) on pid
+            # 1): the sandbox ends rather than serve later runs that way.
+            sys.exit("inspector-runner: a run changed the runner's limits")
         deadline = time.monotonic() + TIDY_SECONDS
         for folder, pristine in self.scratch.items():
             _reset(folder, pristine, deadline)
@@ -1782,6 +1982,15 @@ class Runner:
         request = read_frame(stdin)
         if request is None:
             return GONE_EXIT
+        if request.get("op") == "program" and self.zygote_sock is not None:
+            # A program: no calls, no check; its report when its child has exited.
+            self.start_program(request)
+            write_frame(stdout, {"op": "started"})
+            while self.wait_child_message() is not None:
+                pass  # nothing: the child closed its call pipes before the program began
+            # Its report once it has exited; its leftovers are killed first (finish).
+            write_frame(stdout, {"op": "ended", **self.finish()})
+            return 0
         if request.get("op") != "start":
             sys.exit(f"inspector-runner: expected a start, not {request.get('op')!r}")
         self.start(request)
@@ -1913,16 +2122,45 @@ def _reap_all_but(zygote: int) -> None:
             return
 
 
-def _zygote(sock, runner: Runner) -> None:
+ZYGOTE_TAMPERED_EXIT = 121
+
+
+def _process_state() -> tuple:
+    """What a child inherits of its parent that another process of the sandbox's user can
+    change from outside: every resource limit, the nice value, the scheduling policy and the
+    CPU affinity."""
+    import resource
+
+    limits = tuple(
+        resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_")
+    )
+    return (
+        limits,
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getscheduler(0),
+        frozenset(os.sched_getaffinity(0)),
+    )
+
+
+def _zygote(sock, runner: Runner) -> dict:
     """The solution's zygote: forked before any run's data reached the runner, it forks each
-    run's child on a one-byte request, hands the child's pipes to the runner, and sends its exit
-    status. It reads nothing else, so its memory never holds another run's data."""
+    run's child on a one-byte request (b"f" a solution's, b"p" a program's), hands the child's
+    pipes to the runner, and sends its exit status. It reads nothing else, so its memory never
+    holds another run's data. Returns only in a program's child (see `_program_child`)."""
     import socket
 
+    born = _process_state()
     while True:
         request = _read_exact(sock.fileno(), 1)
         if request is None:
             os._exit(0)
+        if request != b"r" and _process_state() != born:
+            # A run changed this process from outside (prlimit(2) on its parent, setpriority,
+            # sched_setaffinity): each child it forked would inherit that. It ends instead, so
+            # the runner ends and the next run gets a fresh sandbox.
+            os._exit(ZYGOTE_TAMPERED_EXIT)
         if request == b"r":
             # Every child of its that has exited: the run's children a run made its siblings
             # with clone(CLONE_PARENT), killed by the runner. Left as zombies they would hold
@@ -1935,6 +2173,7 @@ def _zygote(sock, runner: Runner) -> None:
                     break
             sock.sendall(b"k")
             continue
+        program = request == b"p"
         call_in_r, call_in_w = os.pipe()
         call_out_r, call_out_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -1943,18 +2182,29 @@ def _zygote(sock, runner: Runner) -> None:
         os.mkdir(folder, 0o700)
         pid = os.fork()
         if pid == 0:
+            ready = None
             try:
                 sock.close()
-                _become_run_child(folder, out_w, err_w, call_in_r, call_out_w, runner.limits)
-                start = read_frame(CALL_IN)  # the run's own data, read by the run's process
-                if start is None or start.get("op") != "start":
-                    os._exit(1)
-                _serve_solution(start["source"], start["entry_point"], start.get("prompt_lines", 0))
-            except BaseException:  # noqa: BLE001
-                traceback.print_exc()
+                if program:
+                    ready = _program_child(folder, out_w, err_w, call_in_r, call_out_w, runner.work)
+                else:
+                    _become_run_child(folder, out_w, err_w, call_in_r, call_out_w, runner.limits)
+                    start = read_frame(CALL_IN)  # the run's own data, read by the run's process
+                    if start is None or start.get("op") != "start":
+                        os._exit(1)
+                    _serve_solution(
+                        start["source"], start["entry_point"], start.get("prompt_lines", 0)
+                    )
+            except BaseException as exc:  # noqa: BLE001
+                if program:
+                    os.write(2, f"{PROGRAM_FAULT}cannot start the program: {exc!r}\n".encode())
+                else:
+                    traceback.print_exc()
             finally:
-                _flush()
-                os._exit(1)
+                if ready is None:
+                    _flush()
+                    os._exit(1)
+            return ready  # up to BOOTSTRAP, which runs the program
         for fd in (call_in_r, call_out_w, out_w, err_w):
             os.close(fd)
         pidfd = os.pidfd_open(pid)
@@ -2110,9 +2360,10 @@ def _removed(remove, path: str) -> bool:
         return False
 
 
-def serve(stdin: int = 0, stdout: int = 1) -> None:
+def serve(stdin: int = 0, stdout: int = 1) -> dict | None:
     """The runner's loop: one run at a time, each relayed by this process; on the solution's
-    side, each run's child forked by the zygote (see the module docstring)."""
+    side, each run's child forked by the zygote (see the module docstring). Returns None when
+    the worker is gone, and, in a program's child only, what BOOTSTRAP runs the program with."""
     try:
         import ctypes
 
@@ -2150,6 +2401,7 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
         ours, theirs = socket.socketpair()
         zygote = os.fork()
         if zygote == 0:
+            program = None
             try:
                 ours.close()
                 devnull = os.open(os.devnull, os.O_RDWR)
@@ -2158,11 +2410,13 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
                 os.close(devnull)
                 for fd in runner.peer or ():
                     os.close(fd)
-                _zygote(theirs, runner)
+                program = _zygote(theirs, runner)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:
-                os._exit(1)
+                if program is None:
+                    os._exit(1)
+            return program  # a program's child, on its way to BOOTSTRAP
         theirs.close()
         runner.zygote, runner.zygote_sock = zygote, ours
         runner.sockets_at_start = _sockets_left()
@@ -2171,7 +2425,9 @@ def serve(stdin: int = 0, stdout: int = 1) -> None:
     # come from the zygote; no solution code runs in the check's sandbox).
     while runner.supervise(stdin, stdout) != GONE_EXIT:
         runner.tidy()
+    return None
 
 
 if __name__ == "inspector-runner" or __name__ == "__main__":
-    serve()
+    # serve() returns only in a program's child, with what BOOTSTRAP needs to run the program.
+    _program = serve()

@@ -6,7 +6,9 @@ the solution's sandbox can only answer the check's requests with data (and handl
 A check that failed where the boundary decided exits with runner.BOUNDARY_EXIT: the run is
 `failed`, and its error is the boundary's reason ("boundary: a re.Match returned by ...").
 Backends supply `Channel`s (a runner's stdin and stdout); this module drives them the same way
-for every backend."""
+for every backend. A session also runs whole programs (`run_program`: behaviour programs) in
+the solution's sandbox, each in a pristine fork as a run is, as the backend's one-off sandbox
+would run them."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from workers.sandbox import runner
-from workers.sandbox.base import MEMORY_SIGNS, Execution, Limits, Outcome
+from workers.sandbox.base import MEMORY_SIGNS, Execution, Limits, Outcome, RawRun, classify
 
 logger = logging.getLogger(__name__)
 
@@ -199,12 +201,17 @@ class FunctionSession:
         limits: Limits,
         *,
         open_pair: OpenPair | None = None,
+        one_off: dict | None = None,
     ) -> None:
         self._open = open_channel
         # Sandboxes joined to each other are started, and thrown away, together.
         self._open_pair = open_pair
         self.task = task
         self.limits = limits
+        # How the backend's one-off sandbox runs a program, which run_program does alike:
+        # {"main_depth": the recursion depth of main.py's own code, "main_file": its name}
+        # (runner.program_main).
+        self.one_off = dict(one_off or {})
         self._channels: dict[str, Channel] = {}
 
     def __enter__(self) -> FunctionSession:
@@ -396,6 +403,107 @@ class FunctionSession:
         if not solution_alive:
             self._drop(SOLUTION)  # the next run starts a fresh one
         return execution
+
+    def run_program(self, program: str, *, limits: Limits) -> Execution:
+        """Run `program` as the backend's `run_python` runs it (`python -I main.py` in /work,
+        under `limits`), but in a pristine fork of this session's solution sandbox instead of
+        a sandbox of its own (runner.py, "Programs"), and with the session's hash seed. Its
+        wall clock, output cap and tails, memory and CPU limits are `limits`' own, not the
+        session's (a behaviour program's wall clock is longer than a run's); the sandbox's
+        limits (memory and processes together, file sizes) are the session's, and must be
+        the same. The result is named as run_python names it. A program that reaches its wall
+        clock ends its sandbox, as any timeout does."""
+        mine = (limits.memory_bytes, limits.max_processes, limits.file_bytes)
+        if mine != (self.limits.memory_bytes, self.limits.max_processes, self.limits.file_bytes):
+            raise ValueError(
+                "a program's memory, process and file limits must be its session's: "
+                f"{mine} against {self.limits}"
+            )
+        try:
+            return self._run_program(program, limits)
+        except _EndedBeforeStart:
+            # As for a run (see run): the last run's mess is no verdict against this one.
+            try:
+                return self._run_program(program, limits)
+            except _EndedBeforeStart as exc:
+                return self._result(Outcome.SANDBOX_ERROR, exc.started, error=str(exc))
+
+    def _run_program(self, program: str, limits: Limits) -> Execution:
+        started = time.monotonic()
+        try:
+            solution, _check = self._ensure_channels()
+        except ChannelClosed as exc:
+            return self._result(Outcome.SANDBOX_ERROR, started, error=str(exc))
+        message = {
+            "op": "program",
+            "program": program,
+            "limits": {
+                "memory_bytes": limits.memory_bytes,
+                "wall_seconds": limits.wall_seconds,
+                "output_bytes": limits.output_bytes,
+                "tail_bytes": limits.tail_bytes,
+            },
+            **self.one_off,
+        }
+        try:
+            solution.send(message)
+            # Read once the runner has cleaned up after the last run (see _run).
+            deadline = started + limits.wall_seconds + runner.TIDY_SECONDS
+            reply = solution.recv(deadline + STARTED_SLACK_SECONDS)
+            if reply.get("op") != "started":
+                raise ChannelClosed(f"it answered {reply.get('op')!r} instead of started")
+        except (ChannelClosed, TimeoutError) as exc:
+            why = self._drop(SOLUTION)  # the check's sandbox had no part in it
+            raise _EndedBeforeStart(
+                started,
+                "the solution's sandbox did not start the program: "
+                f"{type(exc).__name__} {exc}; {why}",
+            ) from None
+        oom_before = self._oom_kills()
+        started = time.monotonic()
+        try:
+            ended = solution.recv(started + limits.wall_seconds)
+            if ended.get("op") != "ended":
+                raise ChannelClosed(f"it answered {ended.get('op')!r} instead of ended")
+        except TimeoutError:
+            self._drop(SOLUTION)
+            return self._result(
+                Outcome.TIMED_OUT,
+                started,
+                error=f"wall-clock limit of {limits.wall_seconds:g} s reached",
+            )
+        except (ChannelClosed, ValueError) as exc:
+            oom = self._oom_kills() > oom_before
+            why = self._drop(SOLUTION)
+            if oom:
+                return self._result(
+                    Outcome.OUT_OF_MEMORY,
+                    started,
+                    error=f"memory limit of {limits.memory_bytes} bytes",
+                )
+            return self._result(
+                Outcome.SANDBOX_ERROR,
+                started,
+                error=f"the solution's sandbox failed during the program: {exc}; {why}",
+            )
+        code = ended.get("exit")
+        if type(code) is not int:
+            code = None
+        if code not in (0, None) and self._oom_kills() > oom_before:
+            code = -signal.SIGKILL  # the sandbox's memory limit, named as run_python names it
+        # As a one-off sandbox reports a program killed by signal N (an exit status of 128+N).
+        if code is not None and 128 < code <= 128 + 64:
+            code = 128 - code
+        raw = RawRun(
+            code,
+            time.monotonic() - started,
+            base64.b64decode(ended.get("stdout", "")),
+            base64.b64decode(ended.get("stderr", "")),
+            "output" if ended.get("killed_for") == "output" else "",
+        )
+        if code is None:
+            raw.error = "the program's child left no exit status"
+        return classify(raw, limits, fault_prefixes=(runner.PROGRAM_FAULT,))
 
     def _oom_kills(self) -> int:
         """Processes the kernel killed in this session's sandboxes for their memory limit."""
