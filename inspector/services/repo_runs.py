@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from inspector.models import Inspection, Run
+from inspector.services.lifecycle import runs_hand_back, worker_stopping
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ def repo_runs_execute(runs: list[Run], *, token: str) -> None:
             return probes[run.task_id].get(run.probe)
 
     def one(run: Run) -> tuple[Run, dict]:
+        if worker_stopping():
+            return run, _HANDED_BACK
         source = run.task.source
         mode = run.mode or "isolated"
         try:
@@ -170,6 +173,7 @@ def repo_runs_execute(runs: list[Run], *, token: str) -> None:
         return run, result
 
     pending: list[tuple[Run, dict]] = []
+    handed_back: list[Run] = []  # not started: this worker is stopping
     flushed = time.monotonic()
     try:
         with ThreadPoolExecutor(
@@ -178,6 +182,9 @@ def repo_runs_execute(runs: list[Run], *, token: str) -> None:
             futures = [pool.submit(one, run) for run in runs]
             for future in as_completed(futures):
                 run, result = future.result()
+                if result is _HANDED_BACK:
+                    handed_back.append(run)
+                    continue
                 if (
                     result["outcome"] == "sandbox_error"
                     and run.attempts < settings.RUN_MAX_ATTEMPTS
@@ -202,6 +209,11 @@ def repo_runs_execute(runs: list[Run], *, token: str) -> None:
         build_pool.shutdown(wait=False, cancel_futures=True)
         if pending:
             _repo_runs_record(pending)
+        runs_hand_back(handed_back, token=token)
+
+
+# What `one` returns for a run it did not start because the worker is stopping.
+_HANDED_BACK: dict = {"outcome": "handed_back"}
 
 
 def _sandbox_error(reason: str) -> dict:

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from inspector.models import Inspection, Run, TaskSet
+from inspector.services.lifecycle import runs_hand_back, worker_stopping
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
         return future.result()
 
     def one(run: Run) -> tuple[Run, dict]:
+        if worker_stopping():
+            return run, _HANDED_BACK
         source = run.task.source
         try:
             build = build_of(run)
@@ -129,6 +132,7 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
         return run, result
 
     pending: list[tuple[Run, dict]] = []
+    handed_back: list[Run] = []  # not started: this worker is stopping
     flushed = time.monotonic()
     try:
         with ThreadPoolExecutor(
@@ -137,6 +141,9 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
             futures = [pool.submit(one, run) for run in runs]
             for future in as_completed(futures):
                 run, result = future.result()
+                if result is _HANDED_BACK:
+                    handed_back.append(run)
+                    continue
                 if (
                     result["outcome"] == "sandbox_error"
                     and run.attempts < settings.RUN_MAX_ATTEMPTS
@@ -161,10 +168,15 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
         build_pool.shutdown(wait=False, cancel_futures=True)
         if pending:
             _terminal_runs_record(pending)
+        runs_hand_back(handed_back, token=token)
 
 
 def inspection_failed(run: Run) -> bool:
     return run.inspection.status == Inspection.FAILED
+
+
+# What `one` returns for a run it did not start because the worker is stopping.
+_HANDED_BACK: dict = {"outcome": "handed_back"}
 
 
 def _sandbox_error(reason: str) -> dict:
