@@ -177,6 +177,15 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "workers.runs_sweep", "schedule": envfloat("SWEEP_EVERY_SECONDS", "30")},
 }
+# Every worker sweeps too, in a thread of its main process, this often (0: only beat does): the
+# runs of a worker that died come back while any worker lives, without beat. Sweepers may overlap.
+WORKER_SWEEP_SECONDS = envfloat("WORKER_SWEEP_SECONDS", env("SWEEP_EVERY_SECONDS", "30"))
+# A worker asked to stop (SIGTERM, or a first SIGINT) takes no new message, and its pool
+# processes hand back the runs they have not started; what is still running after this many
+# seconds is cut short (a cold shutdown: its runs come back when their lease runs out), and a
+# worker still up WORKER_STOP_SECONDS + 15 s after the signal exits at once. A second
+# SIGTERM or SIGINT is that cold shutdown straight away.
+WORKER_STOP_SECONDS = envfloat("WORKER_STOP_SECONDS", "40")
 
 # --- Sandbox and inspection ---------------------------------------------------------------------
 SANDBOX_BACKEND = env("SANDBOX_BACKEND", "local")

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 
 from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, jsonl
-from tests.worker_process import WorkerProcess, database_url
+from tests.worker_process import BeatProcess, WorkerProcess, database_url
 
 PRODUCTION = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 DOCKER_BASE_IMAGE = "inspector-sandbox:bookworm"
@@ -203,6 +203,20 @@ def start_worker(worker_env) -> Iterator:
     yield start
     for worker in started:
         worker.stop()
+
+
+@pytest.fixture
+def start_beat(worker_env) -> Iterator:
+    started: list[BeatProcess] = []
+
+    def start(name: str = "b1", **extra_env: str) -> BeatProcess:
+        beat = BeatProcess({**worker_env, **extra_env}, name).start()
+        started.append(beat)
+        return beat
+
+    yield start
+    for beat in started:
+        beat.stop()
 
 
 @pytest.fixture

@@ -26,6 +26,12 @@ def database_url() -> str:
     return f"sqlite:///{s['NAME']}"
 
 
+def output_since(log: Path, offset: int) -> str:
+    with log.open("rb") as fh:
+        fh.seek(offset)
+        return fh.read().decode(errors="replace")
+
+
 class WorkerProcess:
     def __init__(self, env: dict[str, str], name: str) -> None:
         self.env = env
@@ -34,6 +40,7 @@ class WorkerProcess:
         self.log = Path(env["INSPECTOR_DATA_DIR"]) / f"worker-{name}.log"
 
     def start(self) -> WorkerProcess:
+        self.log_from = self.log.stat().st_size if self.log.exists() else 0
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -58,6 +65,10 @@ class WorkerProcess:
         )
         return self
 
+    def output(self) -> str:
+        """What this process wrote to its log (a log file is shared by the runs of a name)."""
+        return output_since(self.log, self.log_from)
+
     def wait_ready(self, timeout: float = 60) -> None:
         from inspector import services
 
@@ -77,6 +88,54 @@ class WorkerProcess:
     def stop(self) -> None:
         # SIGTERM to the main process only: a warm shutdown. Pool children that get SIGTERM
         # themselves die mid-task and can leave the main process waiting for them.
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class BeatProcess:
+    """A real `celery beat` process with a schedule file of its own (several may run at once,
+    as when a second beat is started by mistake)."""
+
+    def __init__(self, env: dict[str, str], name: str) -> None:
+        self.env = env
+        self.name = name
+        self.proc: subprocess.Popen | None = None
+        data = Path(env["INSPECTOR_DATA_DIR"])
+        self.log = data / f"beat-{name}.log"
+        self.schedule = data / f"beat-{name}.schedule"
+
+    def start(self) -> BeatProcess:
+        self.log_from = self.log.stat().st_size if self.log.exists() else 0
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "inspector",
+                "beat",
+                "--schedule",
+                str(self.schedule),
+                "--loglevel=INFO",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return self
+
+    def output(self) -> str:
+        return output_since(self.log, self.log_from)
+
+    def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -53,10 +53,9 @@ def runs_sweep() -> dict[str, int]:
 def _sweep_at_start(**_: object) -> None:
     from inspector import services
 
-    # Containers and work folders of workers killed on this machine go first; then the runs
-    # they left half-done are re-queued without waiting for beat.
+    # Containers and work folders of workers killed on this machine go; the runs they left
+    # half-done are the worker's own sweeper's (workers/steps.py), at once and then periodically.
     services.sandbox_sweep()
-    runs_sweep.delay()
 
 
 @worker_process_init.connect

@@ -11,7 +11,8 @@ commands call these (through the names below); they hold no logic of their own.
 - `terminal_runs`: executing terminal tasks' runs (Docker) and recording them;
 - `repo_runs`: the runs of repository tasks (SWE-bench instances), executing them in Docker,
   recording them, and reading them back for the analysis;
-- `lifecycle`: counting runs done, sweeping runs whose lease ran out;
+- `lifecycle`: counting runs done, sweeping runs whose lease ran out (beat's sweep and each
+  worker's own), a stopping worker handing back the runs it has not started;
 - `analysis`: turning an inspection's runs into flags (detect/ does the work);
 - `review`: bulk actions on the review queue's tasks, saved filters;
 - `sandboxes`: worker and sandbox control;
@@ -36,13 +37,23 @@ from inspector.services.inspections import (
     inspection_start,
     reinspect_due,
 )
-from inspector.services.lifecycle import inspection_progress, runs_sweep
+from inspector.services.lifecycle import (
+    RunsSweeper,
+    inspection_progress,
+    runs_hand_back,
+    runs_send_again,
+    runs_sweep,
+    runs_sweeper_start,
+    worker_stop_request,
+    worker_stopping,
+)
 from inspector.services.sandboxes import sandbox_close, sandbox_sweep, sandbox_warm, workers_alive
 from inspector.services.tasksets import taskset_import
 
 __all__ = [
     "Conflict",
     "NotFound",
+    "RunsSweeper",
     "ServiceError",
     "inspection_analyse",
     "inspection_config",
@@ -54,12 +65,17 @@ __all__ = [
     "run_limits",
     "run_record_error",
     "runs_execute",
+    "runs_hand_back",
+    "runs_send_again",
     "runs_sweep",
+    "runs_sweeper_start",
     "sandbox_backend",
     "sandbox_close",
     "sandbox_sweep",
     "sandbox_warm",
     "task_outcomes",
     "taskset_import",
+    "worker_stop_request",
+    "worker_stopping",
     "workers_alive",
 ]

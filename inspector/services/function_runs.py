@@ -20,7 +20,12 @@ from inspector.models import (
     Run,
     Task,
 )
-from inspector.services.lifecycle import inspection_progress
+from inspector.services.lifecycle import (
+    inspection_progress,
+    runs_hand_back,
+    runs_send_again,
+    worker_stopping,
+)
 from inspector.services.terminal_runs import terminal_runs_execute
 from workers.sandbox import Execution, Limits, Outcome, SandboxUnavailable, get_sandbox
 from workers.sandbox.runner import MAX_FRAME
@@ -150,7 +155,13 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     """Claim the queued runs among `run_ids`, execute them in turn in one sandbox session (a
     clean fork per run, behaviour programs included) and record each outcome exactly once.
     Returns the runs this worker executed; runs another worker holds (a redelivered message)
-    are skipped."""
+    are skipped.
+
+    In a worker that is stopping, a message not started yet goes back to the broker unclaimed,
+    and one under way hands back the runs it has not started (the one running finishes)."""
+    if worker_stopping():
+        runs_send_again(run_ids)
+        return []
     now = timezone.now()
     # Claimed under a token of this call, so one query tells which runs are ours.
     token = f"{worker[:180]}#{uuid.uuid4().hex[:12]}"
@@ -211,6 +222,9 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
             if pending and (len(pending) >= 20 or time.monotonic() - flushed > 0.5):
                 runs_record(pending)
                 pending, flushed = [], time.monotonic()
+            if worker_stopping():
+                runs_hand_back(runs[index:], token=token)
+                break
             # The lease covers the runs still ahead: renewed while this worker lives, it runs
             # out soon after it dies, and the sweeper re-queues what it held.
             now = timezone.now()

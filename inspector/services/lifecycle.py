@@ -1,9 +1,13 @@
 """The run lifecycle around execution: counting runs done (and queueing the analysis at the last),
-and sweeping runs whose lease ran out."""
+sweeping runs whose lease ran out (from beat, and from every worker's own sweeper), and a
+stopping worker handing back the runs it claimed but has not started."""
 
 from __future__ import annotations
 
 import logging
+import mmap
+import os
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -11,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -41,7 +46,12 @@ def inspection_progress(inspection_id: int, count: int = 1) -> None:
 
 
 def runs_sweep(*, now=None) -> dict[str, int]:
-    """Finish or re-queue runs whose worker vanished, and wake inspections that stalled."""
+    """Finish or re-queue runs whose worker vanished, and wake inspections that stalled.
+
+    Any number of sweepers may run at once (beat, each worker's own, a second beat started by
+    mistake): every write is conditional on what the sweeper read (a run's status and attempts,
+    an inspection's `updated_at`), so one sweeper wins each run and each stalled inspection,
+    and a run is re-queued, abandoned or re-sent once."""
     now = now or timezone.now()
     requeued: list[int] = []
     abandoned = 0
@@ -67,19 +77,26 @@ def runs_sweep(*, now=None) -> dict[str, int]:
     stall = timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
     stalled = Inspection.objects.filter(status=Inspection.RUNNING, updated_at__lt=now - stall)
     resent = 0
-    for inspection_id in stalled.values_list("pk", flat=True):
+    for inspection_id, updated_at in stalled.values_list("pk", "updated_at"):
+        # Only the sweeper that moves `updated_at` from what it read sends the runs again.
+        if not Inspection.objects.filter(pk=inspection_id, updated_at=updated_at).update(
+            updated_at=now
+        ):
+            continue
         ids = list(
             Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).values_list(
                 "pk", flat=True
             )
         )
-        Inspection.objects.filter(pk=inspection_id).update(updated_at=now)
         requeued.extend(ids)
         resent += len(ids)
     stuck = Inspection.objects.filter(status=Inspection.ANALYSING, updated_at__lt=now - stall)
     reanalysed = 0
-    for inspection_id in stuck.values_list("pk", flat=True):
-        Inspection.objects.filter(pk=inspection_id).update(updated_at=now)
+    for inspection_id, updated_at in stuck.values_list("pk", "updated_at"):
+        if not Inspection.objects.filter(
+            pk=inspection_id, status=Inspection.ANALYSING, updated_at=updated_at
+        ).update(updated_at=now):
+            continue
         enqueue.inspection_analyse(inspection_id)
         reanalysed += 1
     if requeued:
@@ -128,18 +145,29 @@ def runs_execute_parallel(
     """Execute claimed runs with `one` (a run to its result), `parallel` at a time, and record
     the results with `record` in small batches (8, or every half second). A run whose result
     is a sandbox error goes back to the queue while it has attempts left; the lease of the
-    runs still held is renewed when half of it is gone."""
+    runs still held is renewed when half of it is gone. In a worker that is stopping, the runs
+    not started yet are handed back (those under way finish)."""
     lease = timezone.now() + span
     ids = [r.pk for r in runs]
     Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(lease_expires_at=lease)
     pending: list[tuple[Run, dict]] = []
+    handed_back: list[Run] = []  # not started: this worker is stopping (runs_hand_back)
     flushed = time.monotonic()
+
+    def started(run: Run) -> tuple[Run, dict | None]:
+        if worker_stopping():
+            return run, None
+        return one(run)
+
     try:
         with ThreadPoolExecutor(
             max_workers=max(1, parallel), thread_name_prefix=f"{name}-run"
         ) as pool:
-            for future in as_completed([pool.submit(one, run) for run in runs]):
+            for future in as_completed([pool.submit(started, run) for run in runs]):
                 run, result = future.result()
+                if result is None:
+                    handed_back.append(run)
+                    continue
                 if (
                     result["outcome"] == "sandbox_error"
                     and run.attempts < settings.RUN_MAX_ATTEMPTS
@@ -163,3 +191,114 @@ def runs_execute_parallel(
     finally:
         if pending:
             record(pending)
+        runs_hand_back(handed_back, token=token)
+
+
+# --- A worker stopping ---------------------------------------------------------------------------
+
+# One byte of memory shared by a worker's main process and every pool process forked from it
+# (the worker's bootstep imports this module before the pool starts): the main process sets it
+# when asked to stop, and the pool processes read it between runs. A flag in memory rather than a
+# signal: a pool process may be deep in a sandbox call, and needs no handler of its own.
+_stopping = mmap.mmap(-1, 1)
+
+
+def worker_stop_request() -> None:
+    """Tell this worker's pool processes to hand back the runs they have not started."""
+    _stopping[0] = 1
+
+
+def worker_stopping() -> bool:
+    return _stopping[0] == 1
+
+
+def runs_hand_back(runs, *, token: str) -> int:
+    """Give back runs this worker claimed (under `token`) but has not started, because it is
+    stopping: queued again, their attempt not counted, and sent to the other workers. A run
+    another sweeper or worker took meanwhile is left alone. Returns how many went back."""
+    ids = [run.pk for run in runs]
+    if not ids:
+        return 0
+    with transaction.atomic():
+        mine = list(
+            Run.objects.select_for_update()
+            .filter(pk__in=ids, status=Run.RUNNING, worker=token)
+            .values_list("pk", flat=True)
+        )
+        Run.objects.filter(pk__in=mine, status=Run.RUNNING, worker=token).update(
+            status=Run.QUEUED,
+            attempts=F("attempts") - 1,
+            lease_expires_at=None,
+            error="handed back: its worker was stopping",
+        )
+        if mine:
+            enqueue.runs_requeue_after_commit(mine)
+    if mine:
+        logger.warning("worker stopping: handed back %s runs to the queue", len(mine))
+    return len(mine)
+
+
+def runs_send_again(run_ids: list[int]) -> int:
+    """A stopping worker's message it will not start: its runs still queued go back to the
+    broker as new messages (this one is acknowledged), for the other workers."""
+    ids = list(Run.objects.filter(pk__in=run_ids, status=Run.QUEUED).values_list("pk", flat=True))
+    if ids:
+        enqueue.runs_requeue_after_commit(ids)
+        logger.warning("worker stopping: sent %s runs back to the queue unstarted", len(ids))
+    return len(ids)
+
+
+# --- Each worker's own sweeper -------------------------------------------------------------------
+
+# Held for a sweep, and by the main thread while it forks a pool process: a child never inherits
+# a database connection in the middle of a sweep (each sweep closes its connection at the end).
+_sweeping = threading.Lock()
+_fork_guarded = False
+
+
+class RunsSweeper:
+    """runs_sweep every `interval` seconds (with a random spread, so that workers started
+    together do not sweep together) in a daemon thread of a worker's main process, the first
+    time at once: the lost runs of a dead worker come back while any worker lives, beat or
+    not. The main process runs no task, so its thread is free whatever the pool is doing."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="runs-sweeper", daemon=True)
+
+    def start(self) -> RunsSweeper:
+        global _fork_guarded
+        if not _fork_guarded:
+            os.register_at_fork(
+                before=_sweeping.acquire,
+                after_in_parent=_sweeping.release,
+                after_in_child=_sweeping.release,
+            )
+            _fork_guarded = True
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        wait = 0.0
+        while not self._stop.wait(wait):
+            with _sweeping:
+                try:
+                    swept = runs_sweep()
+                    if any(swept.values()):
+                        logger.warning("swept runs: %s", swept)
+                except Exception:  # noqa: BLE001 - a database away for a while: try again later
+                    logger.exception("the runs sweep failed; trying again in %.0f s", self.interval)
+                finally:
+                    connections.close_all()
+            wait = self.interval * random.uniform(0.75, 1.25)
+
+
+def runs_sweeper_start() -> RunsSweeper | None:
+    """Start the worker's own sweeper (None when WORKER_SWEEP_SECONDS is 0)."""
+    if settings.WORKER_SWEEP_SECONDS <= 0:
+        return None
+    return RunsSweeper(settings.WORKER_SWEEP_SECONDS).start()

@@ -4,6 +4,7 @@ sweeping what dead workers left."""
 from __future__ import annotations
 
 import logging
+import threading
 
 from django.conf import settings
 
@@ -39,13 +40,21 @@ def sandbox_warm() -> None:
             logger.error("cannot warm the sandbox pool: %s", exc)
 
 
-def sandbox_close() -> None:
+def sandbox_close(*, timeout: float = 10.0) -> None:
     """Remove what this worker process holds (its warm pool): pool processes exit without
-    running atexit hooks."""
-    if sandbox_backend.cache_info().currsize:
-        close = getattr(sandbox_backend(), "close", None)
-        if close is not None:
-            close()
+    running atexit hooks. At most `timeout` seconds: a Docker engine that does not answer
+    (each call may wait a minute) kept a stopping worker up until it was killed; what is left
+    is removed by the next worker's sandbox_sweep on this machine."""
+    if not sandbox_backend.cache_info().currsize:
+        return
+    close = getattr(sandbox_backend(), "close", None)
+    if close is None:
+        return
+    closing = threading.Thread(target=close, name="sandbox-close", daemon=True)
+    closing.start()
+    closing.join(timeout)
+    if closing.is_alive():
+        logger.error("the sandbox did not close in %.0f s: left for the next sweep", timeout)
 
 
 def sandbox_sweep() -> dict[str, int]:
