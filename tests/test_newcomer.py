@@ -152,9 +152,13 @@ def test_a_newcomer_adds_a_reviewer_inspects_real_humaneval_judges_each_flag_and
     driver.find_element(By.NAME, "tasks_file").send_keys(str(HUMANEVAL))
     driver.find_element(By.ID, "upload").click()
     test_browser.wait(driver, 60).until(EC.url_to_be(base + "/tasksets/humaneval/"))
-    driver.find_element(By.ID, "inspect").click()
-    test_browser.wait(driver, 60).until(EC.url_to_be(base + "/tasksets/humaneval/"))
-    assert driver.find_element(By.ID, "inspect").get_attribute("disabled") is not None
+    button = driver.find_element(By.ID, "inspect")
+    button.click()
+    # The form posts to the page it is on: wait for the old page to go, not for the address.
+    test_browser.wait(driver, 60).until(EC.staleness_of(button))
+    button = test_browser.wait(driver, 60).until(EC.presence_of_element_located((By.ID, "inspect")))
+    assert driver.current_url == base + "/tasksets/humaneval/"
+    assert button.get_attribute("disabled") is not None
     inspection = driver.find_element(By.ID, "progress").get_attribute("data-url")
     number = re.search(r"/inspections/(\d+)/progress", inspection).group(1)
 
