@@ -462,7 +462,9 @@ def manage(env: dict[str, str], *args: str, timeout: float = 300) -> str:
         timeout=timeout,
     )
     if done.returncode:
-        raise RuntimeError(f"manage.py {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"manage.py {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+        )
     return done.stdout
 
 
