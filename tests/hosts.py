@@ -105,7 +105,15 @@ class Network:
     def up(self) -> Network:
         self._lock = LOCK.open("w")
         fcntl.flock(self._lock, fcntl.LOCK_EX)
-        self._remove_leftovers()
+        try:
+            self._remove_leftovers()
+            self._up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _up(self) -> None:
         sh("ip", "route", "add", "unreachable", GUARD)
         ns = self.server_ns
         sh("ip", "netns", "add", ns)
@@ -118,7 +126,6 @@ class Network:
         sh("ip", "addr", "add", f"{ROOT_ADDRESS}/{PREFIX_LENGTH}", "dev", ROOT_VETH)
         sh("ip", "link", "set", ROOT_VETH, "up")
         check_route(SERVER)
-        return self
 
     def host(self, name: str, address: str) -> str:
         """A worker host: a namespace whose only link is `eth0` to the server's bridge."""
@@ -140,9 +147,12 @@ class Network:
         in_ns(ns, "ip", "link", "set", "lo", "up")
         # A link cut for 15 s: TCP's retransmissions back off to 120 s apart by default, so a
         # host would hear from the server up to a minute after its link came back. 1 s apart
-        # keeps the test short; what crosses the link is the same.
+        # keeps the test short; what crosses the link is the same. A connection still gives up
+        # after minutes of silence, as by default (15 retransmissions backed off take 15 min;
+        # here 255, the most it allows, 1 s apart).
         if Path("/proc/sys/net/ipv4/tcp_rto_max_ms").exists():
             in_ns(ns, "sysctl", "-q", "-w", "net.ipv4.tcp_rto_max_ms=1000")
+            in_ns(ns, "sysctl", "-q", "-w", "net.ipv4.tcp_retries2=255")
 
     def link(self, ns: str, up: bool) -> None:
         """Cut (or restore) a host's only link, from inside the host."""

@@ -11,6 +11,7 @@ postgresql-15, redis-server and rabbitmq-server; a missing one fails with the re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -59,20 +60,28 @@ def network():
 
 
 @pytest.fixture(scope="module")
-def postgres(network, tmp_path_factory, django_db_blocker):
-    """The server's PostgreSQL with the platform's database migrated, and this process's
-    connection to it (the alias DB)."""
+def postgres(network, tmp_path_factory):
+    """The server's PostgreSQL, with the platform's database migrated once as a template."""
     pg = hosts.Postgres(network.server_ns)
     try:
         pg.start()
-        pg.sql("CREATE DATABASE inspector")
-        url = pg.url("inspector")
-        env = client_env(url, "redis://unused", tmp_path_factory.mktemp("migrate"))
+        pg.sql("CREATE DATABASE migrated")
+        env = client_env(pg.url("migrated"), "redis://unused", tmp_path_factory.mktemp("migrate"))
         hosts.manage(env, "migrate", "--no-input")
-        with django_db_blocker.unblock(), hosts.database(DB, url):
-            yield url
+        yield pg
     finally:
         pg.stop()
+
+
+@pytest.fixture
+def database_url(postgres, request, django_db_blocker):
+    """A database of the test's own on the server (task sets of other tests would be flagged
+    as duplicates), and this process's connection to it (the alias DB)."""
+    name = f"inspector_{abs(hash(request.node.nodeid)) % 10**8}"
+    postgres.sql(f"CREATE DATABASE {name} TEMPLATE migrated")
+    url = postgres.url(name)
+    with django_db_blocker.unblock(), hosts.database(DB, url):
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +108,15 @@ class Broker:
         self.server = server
         self.url = server.url
 
+    def purge(self) -> None:
+        """Drop the messages earlier tests left (their runs are in other databases)."""
+        import kombu
+
+        with kombu.Connection(self.url) as conn:
+            for queue in ("default", "sandbox"):
+                with contextlib.suppress(Exception), conn.channel() as channel:
+                    channel.queue_purge(queue)
+
     def restart(self) -> float:
         """Stop and start the broker; returns the seconds it was away."""
         started = time.monotonic()
@@ -110,7 +128,9 @@ class Broker:
 @pytest.fixture
 def broker(request) -> Broker:
     name = getattr(request, "param", "redis")
-    return Broker(name, request.getfixturevalue(f"{name}_server"))
+    broker = Broker(name, request.getfixturevalue(f"{name}_server"))
+    broker.purge()
+    return broker
 
 
 def client_env(database_url: str, broker_url: str, folder: Path) -> dict[str, str]:
@@ -175,8 +195,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(network, postgres, broker, tmp_path):
-    c = Cluster(network, postgres, broker, tmp_path)
+def cluster(network, database_url, broker, tmp_path):
+    c = Cluster(network, database_url, broker, tmp_path)
     try:
         yield c
     finally:
@@ -318,7 +338,7 @@ def test_a_worker_host_cut_off_has_its_runs_finished_by_the_other_and_its_late_r
     cluster, network, broker
 ):
     a, b = cluster.start_workers()
-    tasks, samples = cheap_set("cut", 50)
+    tasks, samples = cheap_set("cut", 40)
     pk = cluster.inspect("cut", tasks, samples)
     wait_for(lambda: runs(pk).filter(status=Run.DONE).count() > 100, 60, "a hundred runs")
 
@@ -366,7 +386,7 @@ def test_a_worker_host_cut_off_has_its_runs_finished_by_the_other_and_its_late_r
 @pytest.mark.parametrize("broker", ["redis"], indirect=True)
 def test_a_worker_host_killed_whole_loses_nothing_and_doubles_nothing(cluster, broker):
     a, b = cluster.start_workers()
-    tasks, samples = cheap_set("killed", 50)
+    tasks, samples = cheap_set("killed", 40)
     pk = cluster.inspect("killed", tasks, samples)
     wait_for(lambda: runs(pk).filter(status=Run.DONE).count() > 100, 60, "a hundred runs")
 
@@ -393,7 +413,7 @@ def test_an_inspection_across_hosts_completes_with_every_run_once_when_the_broke
     cluster, broker
 ):
     cluster.start_workers()
-    tasks, samples = cheap_set(f"restart-{broker.name}", 50)
+    tasks, samples = cheap_set(f"restart-{broker.name}", 40)
     pk = cluster.inspect(f"restart-{broker.name}", tasks, samples)
     wait_for(lambda: runs(pk).filter(status=Run.DONE).count() > 200, 60, "two hundred runs")
 
