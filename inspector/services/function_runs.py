@@ -23,6 +23,7 @@ from inspector.models import (
 from inspector.services.lifecycle import (
     inspection_progress,
     runs_hand_back,
+    runs_not_recorded,
     runs_send_again,
     worker_stopping,
 )
@@ -329,6 +330,7 @@ def runs_record(results: list[tuple[Run, Execution]]) -> int:
     overwriting the newer attempt's result."""
     finished = timezone.now()
     recorded: dict[int, int] = {}
+    refused: list[Run] = []
     with transaction.atomic():
         for run, execution in results:
             updated = Run.objects.filter(
@@ -347,6 +349,9 @@ def runs_record(results: list[tuple[Run, Execution]]) -> int:
             if updated:
                 run.outcome = str(execution.outcome)
                 recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
+            else:
+                refused.append(run)
+    runs_not_recorded(refused)
     for inspection_id, count in recorded.items():
         inspection_progress(inspection_id, count)
     return sum(recorded.values())

@@ -45,6 +45,19 @@ def inspection_progress(inspection_id: int, count: int = 1) -> None:
         enqueue.inspection_analyse(inspection_id)
 
 
+def runs_not_recorded(runs) -> None:
+    """Say which results a worker could not record: the runs' claims are no longer this
+    worker's (a sweep re-queued them when their lease ran out, another worker took them, or
+    the sweep gave up on them), so the results are dropped rather than recorded twice."""
+    if runs:
+        logger.warning(
+            "results of runs %s not recorded: attempts %s were taken back from this worker "
+            "(their lease ran out); the runs are another attempt's",
+            sorted(run.pk for run in runs),
+            sorted({run.attempts for run in runs}),
+        )
+
+
 def runs_sweep(*, now=None) -> dict[str, int]:
     """Finish or re-queue runs whose worker vanished, and wake inspections that stalled.
 
