@@ -411,13 +411,13 @@ def test_a_completion_too_large_for_the_sessions_messages_ends_only_its_own_runs
 ):
     # Found by an outside attack: a behaviour program over the runner's 64 MiB frame raised
     # out of the message's loop, and every later run of the message was left running. A
-    # 9 MiB completion: its program goes to a one-off sandbox (it would be 36 MiB of JSON);
-    # a 40 MiB one is too large for a run's message too: its run is a sandbox error, and the
-    # message goes on.
+    # program over 8 MiB goes to a one-off sandbox; a completion whose run's message passes
+    # 64 MiB of JSON is too large for a run too: its run is a sandbox error, and the message
+    # goes on.
     settings.RUN_MAX_ATTEMPTS = 1
     body = clamp_task("x", ONE_ASSERT)["canonical_solution"]
-    large = body + "# " + "\\" * (9 << 20) + "\n"
-    huge = body + "# " + "\\" * (40 << 20) + "\n"
+    large = body + "# " + "\\" * (9 << 19) + "\n"  # 4.5 MiB: a 9 MiB program (repr doubles)
+    huge = body + "# " + "\x01" * (11 << 20) + "\n"  # 11 MiB, 66 MiB of JSON (\u0001)
     samples = [
         {"task_id": "clamp/large", "completion": large, "sample_id": "large"},
         {"task_id": "clamp/large", "completion": huge, "sample_id": "huge"},

@@ -90,7 +90,7 @@ def runs(executor, sources, samples, builds):
         "script-delete": (inflection, {"script": "rm -r inflection\n"}),
     }  # fmt: skip
     # The agent passes its limit: the tests still run (and fail), the run says it timed out.
-    slow = dict(sources[inflection], timeout_sec=8)  # the tests too get 8 s: room on a busy machine
+    slow = dict(sources[inflection], timeout_sec=20)  # the tests get 20 s too: a busy machine
     for model, patch in samples[inflection].items():
         plan[f"sample-{model}"] = (inflection, {"patch": patch})
     for mode in ("faithful", "isolated"):
@@ -235,7 +235,7 @@ def test_what_a_solution_deletes_is_deleted_in_the_isolated_check_too(runs):
 
 def test_an_agent_past_its_limit_is_stopped_and_the_run_timed_out(runs):
     run = runs["agent-timeout"]
-    assert run["agent"]["timed_out"] and run["agent"]["seconds"] < 20
+    assert run["agent"]["timed_out"] and run["agent"]["seconds"] < 30
     assert run["outcome"] == "timed_out" and run["verifier"]["exit_code"] == 1
     assert "agent passed its timeout" in run["reason"]
 
