@@ -4,6 +4,7 @@ Methods here concern one row; workflows over several rows live in services/."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import PurePosixPath
 
 from django.conf import settings
@@ -46,6 +47,24 @@ def rows_update(objs: list, fields: tuple[str, ...] | list[str], *, batch_size: 
         for start in range(0, len(rows), batch_size):
             cursor.executemany(sql, rows[start : start + batch_size])
     return len(rows)
+
+
+@contextlib.contextmanager
+def runs_transaction():
+    """A transaction that writes runs (a worker's records, a hand-back, a sweep's take-back).
+    On PostgreSQL the server ends a session left idle in it for DB_IDLE_IN_TRANSACTION_SECONDS:
+    a worker host cut off the network between a write and its commit would otherwise hold those
+    rows' locks until the server noticed the dead peer (hours, by TCP's defaults), and every
+    sweeper and worker touching the rows would wait on it."""
+    with transaction.atomic():
+        connection = connections[router.db_for_write(Run)]
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('idle_in_transaction_session_timeout', %s, true)",
+                    [str(int(settings.DB_IDLE_IN_TRANSACTION_SECONDS * 1000))],
+                )
+        yield
 
 
 def claim_lapse():

@@ -120,6 +120,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     # A file, not memory, so that worker processes started by the tests share it.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A worker host whose database went quiet (a cut link) finds out in about a minute, not
+    # after TCP's default two hours; its open transactions are the server's to end
+    # (DB_IDLE_IN_TRANSACTION_SECONDS, models.runs_transaction).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "connect_timeout": 10,
+            "keepalives": 1,
+            "keepalives_idle": 30,
+            "keepalives_interval": 10,
+            "keepalives_count": 3,
+        }
+    )
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -186,6 +199,9 @@ WORKER_SWEEP_SECONDS = envfloat("WORKER_SWEEP_SECONDS", env("SWEEP_EVERY_SECONDS
 # worker still up WORKER_STOP_SECONDS + 15 s after the signal exits at once. A second
 # SIGTERM or SIGINT is that cold shutdown straight away.
 WORKER_STOP_SECONDS = envfloat("WORKER_STOP_SECONDS", "40")
+# PostgreSQL: a transaction that writes runs and then waits this long for its host's next word
+# (a worker host cut off the network mid-write) is ended by the server, and its row locks freed.
+DB_IDLE_IN_TRANSACTION_SECONDS = envfloat("DB_IDLE_IN_TRANSACTION_SECONDS", "30")
 
 # --- Sandbox and inspection ---------------------------------------------------------------------
 SANDBOX_BACKEND = env("SANDBOX_BACKEND", "local")

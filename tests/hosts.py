@@ -397,9 +397,12 @@ class WorkerHost:
     """A Celery worker (both queues, two pool processes) on a worker host, with a host name and
     a data folder of its own; its runs' claims read `<hostname>:<pid>#...`."""
 
-    def __init__(self, ns: str, hostname: str, env: dict[str, str], folder: Path) -> None:
+    def __init__(
+        self, ns: str, hostname: str, env: dict[str, str], folder: Path, wrap: tuple = ()
+    ) -> None:
         self.ns = ns
         self.hostname = hostname
+        self.wrap = tuple(wrap)  # a command the worker runs under (`taskset -c 0`, say)
         self.env = {**env, "INSPECTOR_DATA_DIR": str(folder)}
         folder.mkdir(parents=True, exist_ok=True)
         self.log = folder / "worker.log"
@@ -409,7 +412,7 @@ class WorkerHost:
         self.proc = subprocess.Popen(
             [
                 "ip", "netns", "exec", self.ns, "unshare", "--uts", "--",
-                "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname,
+                "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname, *self.wrap,
                 sys.executable, "-m", "celery", "-A", "inspector", "worker",
                 "-Q", "sandbox,default", "-c", "2", "-n", "w@%h",
                 "--loglevel=INFO", "--without-mingle", "--without-gossip",

@@ -88,6 +88,14 @@ def log_in(
     wait(driver).until(EC.url_to_be(live_server.url + path))
 
 
+def manifest_downloaded(browser) -> str:
+    """The manifest behind the page's download link, fetched as the browser would."""
+    href = browser.find_element(By.ID, "download-manifest").get_attribute("href")
+    return browser.execute_async_script(
+        "const done = arguments[1]; fetch(arguments[0]).then((r) => r.text()).then(done);", href
+    )
+
+
 def queue_row(driver, task_id: str):
     return driver.find_element(By.CSS_SELECTOR, f'tr.queue-row[data-task-id="{task_id}"]')
 
@@ -207,10 +215,7 @@ def test_an_admin_uploads_a_set_watches_its_inspection_finish_and_downloads_the_
     Task.objects.get(version__taskset__name="uploaded", task_id="planted/flaky").quarantine(
         by=reviewer, reason="seeded random"
     )
-    href = browser.find_element(By.ID, "download-manifest").get_attribute("href")
-    body = browser.execute_async_script(
-        "const done = arguments[1]; fetch(arguments[0]).then((r) => r.text()).then(done);", href
-    )
+    body = manifest_downloaded(browser)
     ids = [json.loads(line)["task_id"] for line in body.splitlines()]
     assert ids and "planted/flaky" not in ids and "planted/clean" in ids
 
@@ -391,10 +396,7 @@ def test_an_admin_uploads_gsm8k_with_samples_relabels_a_mislabeled_task_and_the_
     assert "3 x 25 x 8" in browser.find_element(By.ID, "relabel-reason").text
 
     browser.get(live_server.url + "/tasksets/gsm8k/")
-    href = browser.find_element(By.ID, "download-manifest").get_attribute("href")
-    body = browser.execute_async_script(
-        "const done = arguments[1]; fetch(arguments[0]).then((r) => r.text()).then(done);", href
-    )
+    body = manifest_downloaded(browser)
     lines = {json.loads(line)["task_id"]: json.loads(line) for line in body.splitlines()}
     fixed = lines["gsm8k/83"]
     assert fixed["answer"].endswith("#### 600")
@@ -443,10 +445,7 @@ def test_swe_bench_instances_uploaded_with_their_environments_are_inspected_and_
     screenshot(browser, "swe-leak")
 
     browser.get(live_server.url + "/tasksets/swe-browser/")
-    href = browser.find_element(By.ID, "download-manifest").get_attribute("href")
-    body = browser.execute_async_script(
-        "const done = arguments[1]; fetch(arguments[0]).then((r) => r.text()).then(done);", href
-    )
+    body = manifest_downloaded(browser)
     lines = [json.loads(line) for line in body.splitlines()]
     assert [x["instance_id"] for x in lines] == [chosen[0]]
     line = lines[0]

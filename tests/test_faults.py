@@ -23,6 +23,7 @@ import pytest
 from inspector import services
 from inspector.models import ApiToken, Inspection, Run, Task, TaskSet, TaskSetVersion
 from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS, ROOT, jsonl, task
+from tests.worker_process import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -80,16 +81,6 @@ class RedisServer:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=10)
-
-
-def wait_for(predicate, timeout: float, what: str, step: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    pytest.fail(f"gave up after {timeout:.0f} s waiting for {what}")
 
 
 def test_an_inspection_completes_with_every_run_once_when_redis_restarts_midway(

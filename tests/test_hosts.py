@@ -25,6 +25,7 @@ from django.utils import timezone
 from inspector.models import Flag, Inspection, Run
 from tests import hosts
 from tests.builders import PLANTED_FLAGS, PLANTED_SAMPLES, PLANTED_TASKS, jsonl, task
+from tests.worker_process import wait_for
 
 # A lease of 4 + 3 s (a run's wall clock and the slack), a sweep every 2 s on each worker; an
 # inspection with no run recorded for 7 s has its queued runs sent again.
@@ -41,6 +42,7 @@ SETTINGS = {
     "INSPECT_SAMPLE_REPEATS": "2",
     "INSPECT_MUTANTS": "0",
     "INSPECT_BEHAVIOUR": "False",
+    "DB_IDLE_IN_TRANSACTION_SECONDS": "3",
 }
 RUNS_PER_TASK = 12 + 2 * 2 + 4  # references, two samples twice, four probes
 DB = "hosts"
@@ -84,22 +86,21 @@ def database_url(postgres, request, django_db_blocker):
         yield url
 
 
+def serving(server):
+    try:
+        yield server.start()
+    finally:
+        server.close()
+
+
 @pytest.fixture(scope="module")
 def redis_server(network):
-    redis = hosts.Redis(network.server_ns)
-    try:
-        yield redis.start()
-    finally:
-        redis.close()
+    yield from serving(hosts.Redis(network.server_ns))
 
 
 @pytest.fixture(scope="module")
 def rabbitmq_server(network):
-    rabbitmq = hosts.RabbitMQ(network.server_ns)
-    try:
-        yield rabbitmq.start()
-    finally:
-        rabbitmq.close()
+    yield from serving(hosts.RabbitMQ(network.server_ns))
 
 
 class Broker:
@@ -237,16 +238,6 @@ def runs(pk: int):
     return Run.objects.using(DB).filter(inspection_id=pk)
 
 
-def wait_for(predicate, timeout: float, what: str, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    pytest.fail(f"gave up after {timeout:.0f} s waiting for {what}")
-
-
 def finished(pk: int) -> bool:
     return inspection(pk).status == Inspection.FINISHED
 
@@ -342,20 +333,13 @@ def test_a_worker_host_cut_off_has_its_runs_finished_by_the_other_and_its_late_r
     pk = cluster.inspect("cut", tasks, samples)
     wait_for(lambda: runs(pk).filter(status=Run.DONE).count() > 100, 60, "a hundred runs")
 
-    # A cut between a transaction's first write and its commit leaves the host's session
-    # "idle in transaction" on the server, holding those runs' row locks: every sweeper blocks
-    # on them until the link comes back or PostgreSQL drops the session (by default only when
-    # TCP keepalives give up, hours later). That case is not this test's: cut again.
-    cuts = 0
-    while True:
-        cuts += 1
-        cut_at = timezone.now()
-        held = fault_while_holding_runs(b, pk, lambda: network.link(b.ns, up=False))
-        if not open_transactions_of("10.77.0.12"):
-            break
-        assert cuts < 5, "every cut landed inside a transaction of the host"
-        network.link(b.ns, up=True)
-        time.sleep(1)
+    # A cut may land between a record's first write and its commit: the host's session then
+    # sits "idle in transaction" on the server, holding those runs' row locks. Sweeps skip the
+    # locked runs, and the server ends the session after DB_IDLE_IN_TRANSACTION_SECONDS (3 s
+    # here), so the other host takes them either way.
+    cut_at = timezone.now()
+    held = fault_while_holding_runs(b, pk, lambda: network.link(b.ns, up=False))
+    mid_write = open_transactions_of("10.77.0.12")
     # The link comes back once the other host has taken every run the cut-off one held.
     wait_for(
         lambda: all(
@@ -379,7 +363,8 @@ def test_a_worker_host_cut_off_has_its_runs_finished_by_the_other_and_its_late_r
     print(
         f"\nlink cut {(back_at - cut_at).total_seconds():.1f} s; {len(held)} runs held by "
         f"{b.hostname}, the last recorded by {a.hostname} {recovered:.1f} s after the cut; "
-        f"{len(late)} late results refused; per host {runs_per_host(pk)}; cut {cuts} times"
+        f"{len(late)} late results refused; per host {runs_per_host(pk)}; "
+        f"{mid_write} transactions of the host left open by the cut"
     )
 
 

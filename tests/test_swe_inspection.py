@@ -257,6 +257,7 @@ def test_repository_tasks_are_inspected_by_a_worker_process_on_postgresql_and_re
         "tkem__cachetools-leak-branch": {"solution_leak"},
     }
     inspection = Inspection.objects.get(version=version)
-    assert inspection.runs_done == inspection.runs_total == 65  # with the shadow-pytest and test-support probes
+    # 65 with the shadow-pytest and test-support probes.
+    assert inspection.runs_done == inspection.runs_total == 65
     lines = list(manifest_of("swe-prod"))
     assert [x["instance_id"] for x in lines] == ["tkem__cachetools-clean"]

@@ -12,6 +12,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,8 @@ from django.utils import timezone
 
 from inspector import selectors, services
 from inspector.models import Inspection, Run
-from tests.builders import task
+from tests.builders import ROOT, task
+from tests.worker_process import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,16 +61,6 @@ def start_inspection(import_taskset, settings, *, tasks: int, check_seconds: flo
     settings.INSPECT_REFERENCE_REPEATS = 2
     settings.INSPECT_PROBES = ["null"]
     return services.inspection_start(version=version)
-
-
-def wait_for(predicate, timeout: float, what: str, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    pytest.fail(f"gave up after {timeout:.0f} s waiting for {what}")
 
 
 def pool_tokens(worker) -> tuple[str, ...]:
@@ -213,6 +205,64 @@ def test_sweepers_racing_on_the_same_expired_runs_requeue_each_once_and_abandon_
     assert set(runs.exclude(pk__in=last_attempt).values_list("status", "attempts")) == {
         (Run.QUEUED, 1)
     }
+
+
+# A worker host cut off between a record's write and its commit: its session sits idle in the
+# transaction, holding the run's row lock. The process stops itself there (SIGSTOP), as a host
+# that no longer answers.
+CUT_OFF_MID_WRITE = """
+import os, signal, sys
+import django
+django.setup()
+from inspector.models import Run, runs_transaction
+with runs_transaction():
+    Run.objects.filter(pk=int(sys.argv[1])).update(worker="cut-off:1#1")
+    print("holding", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+@pytest.mark.production
+def test_a_sweep_takes_the_other_runs_past_a_row_a_cut_off_worker_holds_and_that_one_once_the_server_ends_its_session(  # noqa: E501
+    worker_env, import_taskset, settings, purge_broker
+):
+    inspection = start_inspection(import_taskset, settings, tasks=3, check_seconds=0)
+    past = timezone.now() - timedelta(seconds=600)
+    runs = Run.objects.filter(inspection=inspection)
+    ids = sorted(runs.values_list("pk", flat=True))
+    runs.update(status=Run.RUNNING, attempts=1, worker="gone:1#dead", lease_expires_at=past)
+    held = ids[0]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", CUT_OFF_MID_WRITE, str(held)],
+        cwd=ROOT,
+        env={
+            **worker_env,
+            "DJANGO_SETTINGS_MODULE": "inspector.settings",
+            "DB_IDLE_IN_TRANSACTION_SECONDS": "3",
+        },
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        started = time.monotonic()
+        first = services.runs_sweep()
+        assert time.monotonic() - started < 5  # not waiting on the held row
+        assert first["requeued"] == len(ids) - 1 and first["locked"] == 1
+        assert runs.get(pk=held).status == Run.RUNNING
+
+        # The server ends the silent session after its 3 s; the next sweep takes the run.
+        second = wait_for(
+            lambda: (swept := services.runs_sweep())["requeued"] and swept,
+            timeout=30,
+            what="a sweep to take the run whose holder went quiet",
+        )
+        assert second == {"requeued": 1, "resent": 0, "abandoned": 0, "reanalysed": 0, "locked": 0}
+        held_run = runs.get(pk=held)
+        assert (held_run.status, held_run.worker) == (Run.QUEUED, "gone:1#dead")  # not the write
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_sigterm_ends_a_busy_worker_within_a_minute_and_what_it_handed_back_runs_once_elsewhere(

@@ -32,42 +32,74 @@ def output_since(log: Path, offset: int) -> str:
         return fh.read().decode(errors="replace")
 
 
-class WorkerProcess:
-    def __init__(self, env: dict[str, str], name: str) -> None:
+def wait_for(predicate, timeout: float, what: str, step: float = 0.2):
+    """Ask `predicate` every `step` seconds until it gives something true, and return that; fail
+    the test, saying what it waited for, after `timeout` seconds."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    pytest.fail(f"gave up after {timeout:.0f} s waiting for {what}")
+
+
+class CeleryProcess:
+    """A `celery -A inspector ...` process in a session of its own, writing to a log file that
+    the processes of one name share."""
+
+    def __init__(self, env: dict[str, str], name: str, log: Path) -> None:
         self.env = env
         self.name = name
+        self.log = log
         self.proc: subprocess.Popen | None = None
-        self.log = Path(env["INSPECTOR_DATA_DIR"]) / f"worker-{name}.log"
 
-    def start(self) -> WorkerProcess:
+    def spawn(self, *args: str) -> None:
         self.log_from = self.log.stat().st_size if self.log.exists() else 0
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "inspector",
-                "worker",
-                "-c",
-                "2",
-                "-n",
-                f"{self.name}@%h",
-                "--loglevel=INFO",
-                "--without-mingle",
-                "--without-gossip",
-            ],
+            [sys.executable, "-m", "celery", "-A", "inspector", *args],
             cwd=ROOT,
             env=self.env,
             stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        return self
 
     def output(self) -> str:
         """What this process wrote to its log (a log file is shared by the runs of a name)."""
         return output_since(self.log, self.log_from)
+
+    def stop(self) -> None:
+        # SIGTERM to the main process only: a warm shutdown. Pool children that get SIGTERM
+        # themselves die mid-task and can leave the main process waiting for them.
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class WorkerProcess(CeleryProcess):
+    def __init__(self, env: dict[str, str], name: str) -> None:
+        super().__init__(env, name, Path(env["INSPECTOR_DATA_DIR"]) / f"worker-{name}.log")
+
+    def start(self) -> WorkerProcess:
+        self.spawn(
+            "worker",
+            "-c",
+            "2",
+            "-n",
+            f"{self.name}@%h",
+            "--loglevel=INFO",
+            "--without-mingle",
+            "--without-gossip",
+        )
+        return self
 
     def wait_ready(self, timeout: float = 60) -> None:
         from inspector import services
@@ -85,62 +117,16 @@ class WorkerProcess:
             os.killpg(self.proc.pid, sig)
             self.proc.wait(timeout=30)
 
-    def stop(self) -> None:
-        # SIGTERM to the main process only: a warm shutdown. Pool children that get SIGTERM
-        # themselves die mid-task and can leave the main process waiting for them.
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
 
-
-class BeatProcess:
+class BeatProcess(CeleryProcess):
     """A real `celery beat` process with a schedule file of its own (several may run at once,
     as when a second beat is started by mistake)."""
 
     def __init__(self, env: dict[str, str], name: str) -> None:
-        self.env = env
-        self.name = name
-        self.proc: subprocess.Popen | None = None
         data = Path(env["INSPECTOR_DATA_DIR"])
-        self.log = data / f"beat-{name}.log"
+        super().__init__(env, name, data / f"beat-{name}.log")
         self.schedule = data / f"beat-{name}.schedule"
 
     def start(self) -> BeatProcess:
-        self.log_from = self.log.stat().st_size if self.log.exists() else 0
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "inspector",
-                "beat",
-                "--schedule",
-                str(self.schedule),
-                "--loglevel=INFO",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=self.log.open("ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.spawn("beat", "--schedule", str(self.schedule), "--loglevel=INFO")
         return self
-
-    def output(self) -> str:
-        return output_since(self.log, self.log_from)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)

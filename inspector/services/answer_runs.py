@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models.functions import Length
 from django.utils import timezone
 
-from inspector.models import Inspection, Run
+from inspector.models import Inspection, Run, runs_transaction
 from inspector.services.lifecycle import inspection_progress
 
 logger = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ def answer_runs_record(results: list[tuple[Run, dict]]) -> int:
         )
         run.outcome = result["outcome"]
     recorded: dict[int, int] = {}
-    with transaction.atomic(), connection.cursor() as cursor:
+    with runs_transaction(), connection.cursor() as cursor:
         for inspection_id, rows in by_inspection.items():
             cursor.executemany(sql, rows)
             recorded[inspection_id] = max(0, cursor.rowcount)

@@ -9,7 +9,6 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -19,6 +18,7 @@ from inspector.models import (
     Inspection,
     Run,
     Task,
+    runs_transaction,
 )
 from inspector.services.lifecycle import (
     inspection_progress,
@@ -331,7 +331,7 @@ def runs_record(results: list[tuple[Run, Execution]]) -> int:
     finished = timezone.now()
     recorded: dict[int, int] = {}
     refused: list[Run] = []
-    with transaction.atomic():
+    with runs_transaction():
         for run, execution in results:
             updated = Run.objects.filter(
                 pk=run.pk, status=Run.RUNNING, attempts=run.attempts

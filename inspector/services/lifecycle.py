@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -23,6 +23,7 @@ from inspector import enqueue
 from inspector.models import (
     Inspection,
     Run,
+    runs_transaction,
 )
 from workers.sandbox import Outcome
 
@@ -67,24 +68,42 @@ def runs_sweep(*, now=None) -> dict[str, int]:
     and a run is re-queued, abandoned or re-sent once."""
     now = now or timezone.now()
     requeued: list[int] = []
-    abandoned = 0
+    abandoned: list[int] = []  # an inspection's id for each run given up on
+    locked_out = 0
     for run_id, attempts, inspection_id in Run.objects.filter(
         status=Run.RUNNING, lease_expires_at__lt=now
     ).values_list("pk", "attempts", "inspection_id"):
         stale = Run.objects.filter(pk=run_id, status=Run.RUNNING, attempts=attempts)
-        if attempts >= settings.RUN_MAX_ATTEMPTS:
-            reason = f"worker lost: the run never finished in {attempts} attempts"
-            if stale.update(
-                status=Run.DONE, outcome=str(Outcome.SANDBOX_ERROR), error=reason, finished_at=now
-            ):
-                logger.warning("run %s of inspection %s: %s", run_id, inspection_id, reason)
-                abandoned += 1
-                inspection_progress(inspection_id)
-        elif stale.update(status=Run.QUEUED, error="re-queued: its worker stopped answering"):
-            logger.warning(
-                "run %s of inspection %s: lease expired, re-queued", run_id, inspection_id
-            )
-            requeued.append(run_id)
+        with runs_transaction():
+            # A run whose row another session holds (a worker host cut off mid-write, whose
+            # transaction the server ends after DB_IDLE_IN_TRANSACTION_SECONDS) is left for a
+            # later sweep rather than waited on, so the other runs come back meanwhile.
+            if not stale.select_for_update(skip_locked=True).values_list("pk", flat=True):
+                locked_out += 1
+                continue
+            if attempts >= settings.RUN_MAX_ATTEMPTS:
+                reason = f"worker lost: the run never finished in {attempts} attempts"
+                if stale.update(
+                    status=Run.DONE,
+                    outcome=str(Outcome.SANDBOX_ERROR),
+                    error=reason,
+                    finished_at=now,
+                ):
+                    logger.warning("run %s of inspection %s: %s", run_id, inspection_id, reason)
+                    abandoned.append(inspection_id)
+            elif stale.update(status=Run.QUEUED, error="re-queued: its worker stopped answering"):
+                logger.warning(
+                    "run %s of inspection %s: lease expired, re-queued", run_id, inspection_id
+                )
+                requeued.append(run_id)
+    for inspection_id in abandoned:
+        inspection_progress(inspection_id)
+    if locked_out:
+        logger.warning(
+            "sweep: %s runs with an expired lease are locked by another session (another "
+            "sweeper's, or a worker's cut off mid-write); a later sweep takes them",
+            locked_out,
+        )
     # A broker that lost messages (a worker killed while holding them) leaves runs queued
     # with nobody working on them; sending them again is safe because runs are claimed.
     stall = timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
@@ -117,8 +136,9 @@ def runs_sweep(*, now=None) -> dict[str, int]:
     return {
         "requeued": len(requeued) - resent,
         "resent": resent,
-        "abandoned": abandoned,
+        "abandoned": len(abandoned),
         "reanalysed": reanalysed,
+        "locked": locked_out,
     }
 
 
@@ -207,6 +227,65 @@ def runs_execute_parallel(
         runs_hand_back(handed_back, token=token)
 
 
+def runs_execute_in_images(
+    runs: list[Run],
+    *,
+    token: str,
+    span: timedelta,
+    image_for: Callable[[dict], object],
+    execute: Callable[[Run, str], dict],
+    record: Callable[[list[tuple[Run, dict]]], int],
+    parallel: int,
+    name: str,
+    mode_of: Callable[[Run], str],
+) -> None:
+    """Execute claimed runs that each need their task's image (terminal and repository runs):
+    the image is built, or found by its content hash, once per message (`ImageBuilds`). A task
+    whose image does not build gives its runs `build_failed` with the build's log; an engine
+    fault, or an inspection that failed meanwhile, is the run's sandbox error. Otherwise
+    `execute(run, tag)` gives the result, which carries the build's detail under `build`."""
+    builds = ImageBuilds(image_for, name=name)
+
+    def one(run: Run) -> tuple[Run, dict]:
+        try:
+            build = builds.of(run)
+        except Exception as exc:  # noqa: BLE001 - an engine fault is the run's sandbox error
+            return run, run_sandbox_error(f"building the image failed: {exc}")
+        detail = {"tag": build.tag, "cached": build.cached, "seconds": round(build.seconds, 3)}
+        if not build.ok and build.sandbox_error:  # the engine's fault, not the task's
+            return run, run_sandbox_error(f"building the image failed: {build.reason}")
+        if not build.ok:
+            return run, {
+                "outcome": "build_failed",
+                "reward": None,
+                "reason": build.reason,
+                "mode": mode_of(run),
+                "seconds": round(build.seconds, 3),
+                "build": {**detail, "log": build.log, "reason": build.reason},
+            }
+        if run.inspection.status == Inspection.FAILED:
+            return run, run_sandbox_error(f"inspection #{run.inspection_id} failed")
+        try:
+            result = execute(run, build.tag)
+        except Exception as exc:  # noqa: BLE001
+            logger.exception("%s run %s failed in the executor", name, run.pk)
+            result = run_sandbox_error(f"{type(exc).__name__}: {exc}")
+        result["build"] = detail
+        return run, result
+
+    try:
+        runs_execute_parallel(
+            runs, token=token, span=span, one=one, record=record, parallel=parallel, name=name
+        )
+    finally:
+        builds.close()
+
+
+def run_sandbox_error(reason: str) -> dict:
+    """A run's result when the sandbox or its engine failed, not the code under test."""
+    return {"outcome": "sandbox_error", "reward": None, "reason": reason, "seconds": 0.0}
+
+
 # --- A worker stopping ---------------------------------------------------------------------------
 
 # One byte of memory shared by a worker's main process and every pool process forked from it
@@ -232,7 +311,7 @@ def runs_hand_back(runs, *, token: str) -> int:
     ids = [run.pk for run in runs]
     if not ids:
         return 0
-    with transaction.atomic():
+    with runs_transaction():
         mine = list(
             Run.objects.select_for_update()
             .filter(pk__in=ids, status=Run.RUNNING, worker=token)

@@ -13,11 +13,10 @@ import threading
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
-from inspector.models import Inspection, Run
-from inspector.services.lifecycle import ImageBuilds, runs_execute_parallel
+from inspector.models import Inspection, Run, runs_transaction
+from inspector.services.lifecycle import run_sandbox_error, runs_execute_in_images
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +89,6 @@ def repo_runs_execute(runs: list[Run], *, token: str) -> None:
     if not runs:
         return
     executor = _executor()
-    builds = ImageBuilds(executor.image_for, name="swe")
     probes: dict[int, dict[str, dict]] = {}
     lock = threading.Lock()
 
@@ -100,74 +98,38 @@ def repo_runs_execute(runs: list[Run], *, token: str) -> None:
                 probes[run.task_id] = {p["name"]: p for p in swe_probes(run.task.source)}
             return probes[run.task_id].get(run.probe)
 
-    def one(run: Run) -> tuple[Run, dict]:
+    def execute(run: Run, tag: str) -> dict:
         source = run.task.source
         mode = run.mode or "isolated"
-        try:
-            build = builds.of(run)
-        except Exception as exc:  # noqa: BLE001 - an engine fault is the run's sandbox error
-            return run, _sandbox_error(f"building the image failed: {exc}")
-        build_detail = {
-            "tag": build.tag,
-            "cached": build.cached,
-            "seconds": round(build.seconds, 3),
-        }
-        if not build.ok and build.sandbox_error:  # the engine's fault, not the instance's
-            return run, _sandbox_error(f"building the image failed: {build.reason}")
-        if not build.ok:
-            return run, {
-                "outcome": "build_failed",
-                "reason": build.reason,
-                "mode": mode,
-                "seconds": round(build.seconds, 3),
-                "build": {**build_detail, "log": build.log, "reason": build.reason},
+        if run.kind == Run.LEAK_SCAN:
+            return _leak_result(executor.leak_scan(source, tag))
+        if run.kind == Run.NOFIX:
+            return executor.run(source, tag, mode=mode)
+        if run.kind == Run.REFERENCE:
+            return executor.run(source, tag, patch=source.get("patch") or "", mode=mode)
+        if run.kind == Run.SAMPLE:
+            return executor.run(source, tag, patch=run.sample.completion or "", mode=mode)
+        probe = probe_of(run)
+        if probe is None:
+            return {
+                "outcome": "skipped",
+                "reason": f"no probe {run.probe!r} for this instance",
+                "seconds": 0.0,
             }
-        if run.inspection.status == Inspection.FAILED:
-            return run, _sandbox_error(f"inspection #{run.inspection_id} failed")
-        try:
-            if run.kind == Run.LEAK_SCAN:
-                result = _leak_result(executor.leak_scan(source, build.tag))
-            elif run.kind == Run.NOFIX:
-                result = executor.run(source, build.tag, mode=mode)
-            elif run.kind == Run.REFERENCE:
-                result = executor.run(source, build.tag, patch=source.get("patch") or "", mode=mode)
-            elif run.kind == Run.SAMPLE:
-                patch = run.sample.completion or ""
-                result = executor.run(source, build.tag, patch=patch, mode=mode)
-            else:
-                probe = probe_of(run)
-                if probe is None:
-                    return run, {
-                        "outcome": "skipped",
-                        "reason": f"no probe {run.probe!r} for this instance",
-                        "seconds": 0.0,
-                    }
-                given = (
-                    {"script": probe["script"]} if "script" in probe else {"patch": probe["patch"]}
-                )
-                result = executor.run(source, build.tag, mode=mode, **given)
-        except Exception as exc:  # noqa: BLE001
-            logger.exception("repository run %s failed in the executor", run.pk)
-            result = _sandbox_error(f"{type(exc).__name__}: {exc}")
-        result["build"] = build_detail
-        return run, result
+        given = {"script": probe["script"]} if "script" in probe else {"patch": probe["patch"]}
+        return executor.run(source, tag, mode=mode, **given)
 
-    try:
-        runs_execute_parallel(
-            runs,
-            token=token,
-            span=_lease_span(runs),
-            one=one,
-            record=_repo_runs_record,
-            parallel=settings.SWE_PARALLEL,
-            name="swe",
-        )
-    finally:
-        builds.close()
-
-
-def _sandbox_error(reason: str) -> dict:
-    return {"outcome": "sandbox_error", "reason": reason, "seconds": 0.0}
+    runs_execute_in_images(
+        runs,
+        token=token,
+        span=_lease_span(runs),
+        image_for=executor.image_for,
+        execute=execute,
+        record=_repo_runs_record,
+        parallel=settings.SWE_PARALLEL,
+        name="swe",
+        mode_of=lambda run: run.mode or "isolated",
+    )
 
 
 def _leak_result(scan: dict) -> dict:
@@ -175,7 +137,7 @@ def _leak_result(scan: dict) -> dict:
     failed), the scan itself in `leak`."""
     reason = scan.get("reason") or ""
     if reason.startswith("docker:"):
-        return _sandbox_error(reason)
+        return run_sandbox_error(reason)
     return {
         "outcome": "leak" if scan.get("leak") else "no_leak",
         "reason": reason,
@@ -208,7 +170,7 @@ def _repo_runs_record(results: list[tuple[Run, dict]]) -> int:
 
     finished = timezone.now()
     recorded: dict[int, int] = {}
-    with transaction.atomic():
+    with runs_transaction():
         for run, result in results:
             agent = result.get("agent") or {}
             verifier = result.get("verifier") or {}

@@ -12,11 +12,10 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
-from inspector.models import Inspection, Run, TaskSet
-from inspector.services.lifecycle import ImageBuilds, runs_execute_parallel
+from inspector.models import Run, TaskSet, runs_transaction
+from inspector.services.lifecycle import runs_execute_in_images
 
 logger = logging.getLogger(__name__)
 
@@ -67,68 +66,27 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
     if not runs:
         return
     executor = _executor()
-    builds = ImageBuilds(executor.image_for, name="terminal")
 
-    def one(run: Run) -> tuple[Run, dict]:
-        source = run.task.source
-        try:
-            build = builds.of(run)
-        except Exception as exc:  # noqa: BLE001 - an engine fault is the run's sandbox error
-            return run, _sandbox_error(f"building the image failed: {exc}")
-        build_detail = {
-            "tag": build.tag,
-            "cached": build.cached,
-            "seconds": round(build.seconds, 3),
-        }
-        if not build.ok and build.sandbox_error:  # the engine's fault, not the task's
-            return run, _sandbox_error(f"building the image failed: {build.reason}")
-        if not build.ok:
-            return run, {
-                "outcome": "build_failed",
-                "reward": None,
-                "reason": build.reason,
-                "mode": run.mode,
-                "seconds": round(build.seconds, 3),
-                "build": {**build_detail, "log": build.log, "reason": build.reason},
-            }
-        if inspection_failed(run):
-            return run, _sandbox_error(f"inspection #{run.inspection_id} failed")
-        try:
-            if run.kind == Run.REFERENCE:
-                result = executor.run(source, build.tag, mode=run.mode or TaskSet.FAITHFUL)
-            else:
-                script = run.sample.completion if run.kind == Run.SAMPLE else None
-                if run.kind == Run.PROBE:
-                    script = TERMINAL_PROBES[run.probe]
-                result = executor.run(
-                    source, build.tag, script=script, mode=run.mode or TaskSet.FAITHFUL
-                )
-        except Exception as exc:  # noqa: BLE001
-            logger.exception("terminal run %s failed in the executor", run.pk)
-            result = _sandbox_error(f"{type(exc).__name__}: {exc}")
-        result["build"] = build_detail
-        return run, result
+    def execute(run: Run, tag: str) -> dict:
+        mode = run.mode or TaskSet.FAITHFUL
+        if run.kind == Run.REFERENCE:
+            return executor.run(run.task.source, tag, mode=mode)
+        script = run.sample.completion if run.kind == Run.SAMPLE else None
+        if run.kind == Run.PROBE:
+            script = TERMINAL_PROBES[run.probe]
+        return executor.run(run.task.source, tag, script=script, mode=mode)
 
-    try:
-        runs_execute_parallel(
-            runs,
-            token=token,
-            span=_lease_span(runs),
-            one=one,
-            record=_terminal_runs_record,
-            parallel=settings.TERMINAL_PARALLEL,
-            name="terminal",
-        )
-    finally:
-        builds.close()
-
-
-def inspection_failed(run: Run) -> bool:
-    return run.inspection.status == Inspection.FAILED
-
-
-def _sandbox_error(reason: str) -> dict:
-    return {"outcome": "sandbox_error", "reward": None, "reason": reason, "seconds": 0.0}
+    runs_execute_in_images(
+        runs,
+        token=token,
+        span=_lease_span(runs),
+        image_for=executor.image_for,
+        execute=execute,
+        record=_terminal_runs_record,
+        parallel=settings.TERMINAL_PARALLEL,
+        name="terminal",
+        mode_of=lambda run: run.mode,
+    )
 
 
 def _terminal_runs_record(results: list[tuple[Run, dict]]) -> int:
@@ -138,7 +96,7 @@ def _terminal_runs_record(results: list[tuple[Run, dict]]) -> int:
 
     finished = timezone.now()
     recorded: dict[int, int] = {}
-    with transaction.atomic():
+    with runs_transaction():
         for run, result in results:
             agent = result.get("agent") or {}
             verifier = result.get("verifier") or {}
