@@ -5,10 +5,13 @@ Methods here concern one row; workflows over several rows live in services/."""
 from __future__ import annotations
 
 import contextlib
+from datetime import timedelta
 from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.db import connections, models, router, transaction
+from django.db.models import ExpressionWrapper, Q
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -47,6 +50,19 @@ def rows_update(objs: list, fields: tuple[str, ...] | list[str], *, batch_size: 
         for start in range(0, len(rows), batch_size):
             cursor.executemany(sql, rows[start : start + batch_size])
     return len(rows)
+
+
+def lease_from_now(span: timedelta):
+    """A lease that runs out `span` from now on the database's clock, for `lease_expires_at`.
+    The database's clock, not the host's: leases are written by workers and read by sweepers on
+    other hosts, whose clocks may differ (a sweeper an hour ahead would take back every run
+    under way; a worker an hour behind would write leases already run out)."""
+    return ExpressionWrapper(Now() + span, output_field=models.DateTimeField())
+
+
+def lease_ran_out() -> Q:
+    """Runs whose lease ran out, on the database's clock (see lease_from_now)."""
+    return Q(lease_expires_at__lt=Now())
 
 
 @contextlib.contextmanager

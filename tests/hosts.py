@@ -402,7 +402,9 @@ class WorkerHost:
     ) -> None:
         self.ns = ns
         self.hostname = hostname
-        self.wrap = tuple(wrap)  # a command the worker runs under (`taskset -c 0`, say)
+        # A command the host's processes run under (`taskset -c 0`, say), outside its namespace:
+        # `ip netns exec` mounts a /sys of the namespace's own, without the cgroup file systems.
+        self.wrap = tuple(wrap)
         self.env = {**env, "INSPECTOR_DATA_DIR": str(folder)}
         folder.mkdir(parents=True, exist_ok=True)
         self.log = folder / "worker.log"
@@ -411,8 +413,9 @@ class WorkerHost:
     def start(self) -> WorkerHost:
         self.proc = subprocess.Popen(
             [
+                *self.wrap,
                 "ip", "netns", "exec", self.ns, "unshare", "--uts", "--",
-                "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname, *self.wrap,
+                "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname,
                 sys.executable, "-m", "celery", "-A", "inspector", "worker",
                 "-Q", "sandbox,default", "-c", "2", "-n", "w@%h",
                 "--loglevel=INFO", "--without-mingle", "--without-gossip",

@@ -207,6 +207,45 @@ def test_sweepers_racing_on_the_same_expired_runs_requeue_each_once_and_abandon_
     }
 
 
+def test_leases_are_on_the_databases_clock_so_hosts_an_hour_apart_take_back_no_run_under_way(
+    import_taskset, settings, purge_broker, monkeypatch
+):
+    """A worker whose clock is an hour slow, swept by a sweeper whose clock is an hour fast:
+    on the hosts' own clocks every lease would have run out long ago."""
+    inspection = start_inspection(import_taskset, settings, tasks=2, check_seconds=1.5)
+    ids = list(Run.objects.filter(inspection=inspection).values_list("pk", flat=True))
+    real_now = timezone.now
+    worker_thread: list[threading.Thread] = []
+
+    def skewed_now():
+        hour = timedelta(hours=1)
+        return (
+            real_now() - hour if threading.current_thread() in worker_thread else real_now() + hour
+        )
+
+    monkeypatch.setattr(timezone, "now", skewed_now)
+    worker = threading.Thread(
+        target=lambda: (
+            services.runs_execute(run_ids=ids, worker="slow-clock:1"),
+            connection.close(),
+        )
+    )
+    worker_thread.append(worker)
+    worker.start()
+    try:
+        wait_for(
+            lambda: Run.objects.filter(pk__in=ids, status=Run.RUNNING).exists(),
+            30,
+            "the slow-clock worker to claim the runs",
+            step=0.05,
+        )
+        swept = [services.runs_sweep() for _ in range(3)]
+    finally:
+        worker.join(timeout=120)
+    assert sum(s["requeued"] + s["abandoned"] for s in swept) == 0, swept
+    assert set(Run.objects.filter(pk__in=ids).values_list("status", "attempts")) == {(Run.DONE, 1)}
+
+
 # A worker host cut off between a record's write and its commit: its session sits idle in the
 # transaction, holding the run's row lock. The process stops itself there (SIGSTOP), as a host
 # that no longer answers.

@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.models.functions import Length
 from django.utils import timezone
 
-from inspector.models import Inspection, Run, runs_transaction
+from inspector.models import Inspection, Run, lease_from_now, runs_transaction
 from inspector.services.lifecycle import inspection_progress
 
 logger = logging.getLogger(__name__)
@@ -69,8 +69,8 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
     inspection = runs[0].inspection
     config = inspection.config.get("answer") or {}
     per_answer = float(config.get("per_answer_seconds") or settings.ANSWER_PER_ANSWER_SECONDS)
-    lease = timezone.now() + timedelta(
-        seconds=per_answer * len(runs) + settings.RUN_LEASE_SLACK_SECONDS
+    lease = lease_from_now(
+        timedelta(seconds=per_answer * len(runs) + settings.RUN_LEASE_SLACK_SECONDS)
     )
     Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.RUNNING, worker=token).update(
         lease_expires_at=lease

@@ -18,6 +18,7 @@ from inspector.models import (
     Inspection,
     Run,
     Task,
+    lease_from_now,
     runs_transaction,
 )
 from inspector.services.lifecycle import (
@@ -167,11 +168,11 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     # Claimed under a token of this call, so one query tells which runs are ours.
     token = f"{worker[:180]}#{uuid.uuid4().hex[:12]}"
     lease_span = timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
-    lease = now + lease_span
+    renew_at = time.monotonic() + lease_span.total_seconds() / 2
     claimed = Run.objects.filter(pk__in=run_ids, status=Run.QUEUED).update(
         status=Run.RUNNING,
         attempts=F("attempts") + 1,
-        lease_expires_at=lease,
+        lease_expires_at=lease_from_now(lease_span),
         worker=token,
         started_at=now,
     )
@@ -228,12 +229,11 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                 break
             # The lease covers the runs still ahead: renewed while this worker lives, it runs
             # out soon after it dies, and the sweeper re-queues what it held.
-            now = timezone.now()
-            if lease - now < lease_span / 2:
-                lease = now + lease_span
+            if time.monotonic() >= renew_at:
+                renew_at = time.monotonic() + lease_span.total_seconds() / 2
                 ahead = [r.pk for r in runs[index:]]
                 Run.objects.filter(pk__in=ahead, status=Run.RUNNING, worker=token).update(
-                    lease_expires_at=lease
+                    lease_expires_at=lease_from_now(lease_span)
                 )
             if run.inspection.status == Inspection.FAILED or run.inspection_id in failed:
                 why = failed.get(run.inspection_id) or run.inspection.error

@@ -23,6 +23,8 @@ from inspector import enqueue
 from inspector.models import (
     Inspection,
     Run,
+    lease_from_now,
+    lease_ran_out,
     runs_transaction,
 )
 from workers.sandbox import Outcome
@@ -71,7 +73,7 @@ def runs_sweep(*, now=None) -> dict[str, int]:
     abandoned: list[int] = []  # an inspection's id for each run given up on
     locked_out = 0
     for run_id, attempts, inspection_id in Run.objects.filter(
-        status=Run.RUNNING, lease_expires_at__lt=now
+        lease_ran_out(), status=Run.RUNNING
     ).values_list("pk", "attempts", "inspection_id"):
         stale = Run.objects.filter(pk=run_id, status=Run.RUNNING, attempts=attempts)
         with runs_transaction():
@@ -180,9 +182,11 @@ def runs_execute_parallel(
     is a sandbox error goes back to the queue while it has attempts left; the lease of the
     runs still held is renewed when half of it is gone. In a worker that is stopping, the runs
     not started yet are handed back (those under way finish)."""
-    lease = timezone.now() + span
+    renew_at = time.monotonic() + span.total_seconds() / 2
     ids = [r.pk for r in runs]
-    Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(lease_expires_at=lease)
+    Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(
+        lease_expires_at=lease_from_now(span)
+    )
     pending: list[tuple[Run, dict]] = []
     handed_back: list[Run] = []  # not started: this worker is stopping (runs_hand_back)
     flushed = time.monotonic()
@@ -212,14 +216,13 @@ def runs_execute_parallel(
                         enqueue.runs_requeue_after_commit([run.pk])
                     continue
                 pending.append((run, result))
-                now = timezone.now()
                 if len(pending) >= 8 or time.monotonic() - flushed > 0.5:
                     record(pending)
                     pending, flushed = [], time.monotonic()
-                if lease - now < span / 2:
-                    lease = now + span
+                if time.monotonic() >= renew_at:
+                    renew_at = time.monotonic() + span.total_seconds() / 2
                     Run.objects.filter(pk__in=ids, status=Run.RUNNING, worker=token).update(
-                        lease_expires_at=lease
+                        lease_expires_at=lease_from_now(span)
                     )
     finally:
         if pending:
