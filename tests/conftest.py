@@ -56,12 +56,15 @@ def swe_docker_engine() -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # bin/test runs the suite on the embedded defaults, then the `production` tests again with
-    # DATABASE_URL and CELERY_BROKER_URL pointing at PostgreSQL and Redis.
-    if PRODUCTION:
-        return
+    # DATABASE_URL and CELERY_BROKER_URL pointing at PostgreSQL and Redis, then the `compose`
+    # tests (the compose stack) only when asked for by name (-m compose).
+    compose = "compose" in (config.option.markexpr or "")
     keep, drop = [], []
     for item in items:
-        (drop if item.get_closest_marker("production") else keep).append(item)
+        left_out = (not PRODUCTION and item.get_closest_marker("production")) or (
+            not compose and item.get_closest_marker("compose")
+        )
+        (drop if left_out else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
