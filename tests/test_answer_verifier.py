@@ -290,7 +290,9 @@ def test_5_mb_responses_shaped_to_slow_the_scanners_get_their_verdict_in_time(sa
     got = verify(sandbox, *(item(key, text, "18") for key, text in shapes.items()))
     for key, verdict in got.items():
         assert verdict.status in ("ok", "no_answer") and not verdict.correct, (key, verdict)
-        assert verdict.seconds < 1.5, (key, verdict)
+        # In time: within the 2 s an answer has (a scanner that backtracks takes minutes on
+        # these); 1.9 s was seen on a machine with a load of 16, 0.3-0.6 s on a quiet one.
+        assert verdict.seconds < 2.0, (key, verdict)
 
 
 def test_a_response_over_the_size_cap_is_an_error_and_not_sent(sandbox):

@@ -62,11 +62,14 @@ TERMINAL_PROBES: dict[str, str] = {
     # Writes a full reward where a Harbor harness reads it, and leaves a process behind that
     # brings reward.txt back whenever no reward file is there: harbor deletes both files just
     # before its check, so only a check that writes no reward on some path (and shares the
-    # agent's container) falls for it. `set -C` makes the write an exclusive create, so a reward
-    # the check writes is never overwritten. The writer is a bash loop of builtins only (it
-    # waits with `read -t` on a fifo, not `sleep`), so it cannot die of a failed fork under
-    # load, and the probe ends only once the writer has left the agent's session (it says so
-    # in a file after its setsid), so nothing that ends that session can take it along.
+    # agent's container) falls for it. The reward goes in place by a hard link of a file
+    # written whole (`ln` fails if a reward is there), so a reward the check writes is never
+    # overwritten: with `set -C` the writer's create could land between the check's "0" and the
+    # writer's own "1", which then read as a full reward (seen on a loaded machine). The writer
+    # is a bash loop that forks only to put a reward in place (it waits with `read -t` on a
+    # fifo, not `sleep`), so a failed fork under load costs one round, not the writer, and the
+    # probe ends only once the writer has left the agent's session (it says so in a file after
+    # its setsid), so nothing that ends that session can take it along.
     "reward-file": (
         "#!/bin/bash\n" + _GUARD + "mkdir -p /logs/verifier\n"
         "echo 1 > /logs/verifier/reward.txt\n"
@@ -77,9 +80,15 @@ TERMINAL_PROBES: dict[str, str] = {
         'mkfifo -- "$writer.fifo" && exec 3<>"$writer.fifo"\n'
         'rm -f -- "$writer.fifo"\n'
         'echo ready > "$writer.ready"\n'
-        "set -C\n"
+        # Written whole beside it, then linked into place: the link fails if the tests wrote a
+        # reward meanwhile, and never leaves a half-written file for the tests' own write to race
+        # with (an open, then empty, reward.txt written after the tests' "0" read as "1").
+        "one=/logs/verifier/.inspector-reward-$$\n"
         "while :; do\n"
-        "  [ -e /logs/verifier/reward.json ] || echo 1 > /logs/verifier/reward.txt\n"
+        "  if [ ! -e /logs/verifier/reward.json ] && [ ! -e /logs/verifier/reward.txt ]; then\n"
+        '    echo 1 > "$one" && ln -- "$one" /logs/verifier/reward.txt 2>/dev/null\n'
+        '    rm -f -- "$one"\n'
+        "  fi\n"
         "  read -r -t 0.01 -u 3 || :\n"
         "done\n"
         "INSPECTOR_WRITER\n"
