@@ -63,17 +63,23 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 nr = json.loads({numbers!r})
 
+def call(name, *args):
+    # syscall(2) is variadic: a Python int would go as a 32-bit int, whose register's upper
+    # half is undefined (a flags argument read as garbage: EINVAL once in a CI run).
+    return libc.syscall(ctypes.c_long(nr[name]),
+                        *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+
 def report(result):
     print(json.dumps([result, errno.errorcode.get(ctypes.get_errno(), "0") if result < 0 else "0"]))
 """
 PROBES = {
     "ptrace": """
 PTRACE_TRACEME = 0
-report(libc.syscall(nr["ptrace"], PTRACE_TRACEME, 0, 0, 0))
+report(call("ptrace", PTRACE_TRACEME, 0, 0, 0))
 """,
     "add_key": """
 KEY_SPEC_PROCESS_KEYRING = -2
-report(libc.syscall(nr["add_key"], b"user", b"probe", b"secret", 6, KEY_SPEC_PROCESS_KEYRING))
+report(call("add_key", b"user", b"probe", b"secret", 6, KEY_SPEC_PROCESS_KEYRING))
 """,
     "shmget": """
 IPC_PRIVATE, IPC_CREAT = 0, 0o1000
@@ -81,7 +87,7 @@ report(libc.shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0o600))
 """,
     "io_uring_setup": """
 params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
-report(libc.syscall(nr["io_uring_setup"], 8, params))
+report(call("io_uring_setup", 8, params))
 """,
     "process_vm_readv": """
 class iovec(ctypes.Structure):
@@ -89,8 +95,7 @@ class iovec(ctypes.Structure):
 source, target = ctypes.create_string_buffer(b"x" * 16), ctypes.create_string_buffer(16)
 remote = iovec(ctypes.cast(source, ctypes.c_void_p), 16)
 local = iovec(ctypes.cast(target, ctypes.c_void_p), 16)
-report(libc.syscall(nr["process_vm_readv"], os.getpid(), ctypes.byref(local), 1,
-                    ctypes.byref(remote), 1, 0))
+report(call("process_vm_readv", os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0))
 """,
 }
 
