@@ -88,6 +88,102 @@ def import_taskset():
     return do
 
 
+class _RowCopies:
+    """Rows of the tables an import and an inspection write, as they stood after one real
+    inspection, keyed by the settings it ran with: restored by later tests in place of the same
+    inspection run again (its sandbox runs were most of the time of the tests that only read an
+    inspected set: the queue, the dashboard, review and exports)."""
+
+    TABLES = ("taskset", "tasksetversion", "task", "sample", "inspection", "run", "flag")
+
+    def __init__(self) -> None:
+        self.copies: dict[str, tuple[int, list[tuple[str, list[str], list[tuple]]]]] = {}
+
+    @staticmethod
+    def key(name: str) -> str:
+        from django.conf import settings as live
+
+        # Every setting an inspection reads (repeats, probes, limits, the sandbox): a test that
+        # changed one gets a real inspection of its own.
+        return name + repr(sorted(
+            (k, repr(getattr(live, k))) for k in dir(live)
+            if k.startswith(("INSPECT_", "BEHAVIOUR_", "SANDBOX_", "RUN_", "ANALYSIS_"))
+        ))  # fmt: skip
+
+    @classmethod
+    def tables(cls) -> list[str]:
+        from inspector import models
+
+        names = {m._meta.model_name: m._meta.db_table for m in (
+            models.TaskSet, models.TaskSetVersion, models.Task, models.Sample,
+            models.Inspection, models.Run, models.Flag,
+        )}  # fmt: skip
+        return [names[t] for t in cls.TABLES]
+
+    @classmethod
+    def empty(cls) -> bool:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            for table in cls.tables():
+                cursor.execute(f"SELECT 1 FROM {connection.ops.quote_name(table)} LIMIT 1")
+                if cursor.fetchone():
+                    return False
+        return True
+
+    def take(self, key: str, inspection_id: int) -> None:
+        from django.db import connection
+
+        dump = []
+        with connection.cursor() as cursor:
+            for table in self.tables():
+                cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
+                columns = [c[0] for c in cursor.description]
+                dump.append((table, columns, cursor.fetchall()))
+        self.copies[key] = (inspection_id, dump)
+
+    def restore(self, key: str) -> int | None:
+        """The copied inspection's id, its rows written back; None when there is no copy or it
+        cannot be written here (another engine than SQLite, or rows already in the tables)."""
+        from django.db import connection
+
+        if key not in self.copies or connection.vendor != "sqlite" or not self.empty():
+            return None
+        inspection_id, dump = self.copies[key]
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            for table, columns, rows in dump:
+                if rows:
+                    cursor.executemany(
+                        f"INSERT INTO {quote(table)} ({', '.join(map(quote, columns))}) "
+                        f"VALUES ({', '.join(['%s'] * len(columns))})",
+                        rows,
+                    )
+        return inspection_id
+
+
+_planted_copies = _RowCopies()
+
+
+@pytest.fixture
+def planted_inspected(import_taskset, inspect_now):
+    """The planted set (tasks and samples) after one inspection with the test's settings, as
+    `inspect_now(import_taskset())` leaves it. The first test in a session to ask runs it for
+    real, in the sandbox; later tests with the same settings get a copy of the rows it wrote
+    (on SQLite, into empty tables; otherwise they run it too)."""
+    from inspector.models import Inspection
+
+    key = _planted_copies.key("planted")
+    copied = _planted_copies.restore(key)
+    if copied is not None:
+        return Inspection.objects.get(pk=copied)
+    fresh = _RowCopies.empty()
+    inspection = inspect_now(import_taskset())
+    if fresh and inspection.status == Inspection.FINISHED:
+        _planted_copies.take(key, inspection.pk)
+    return inspection
+
+
 # --- Personas ----------------------------------------------------------------------------------
 
 

@@ -49,11 +49,10 @@ DOMAIN_TASKS = [dict(t, domain="arithmetic") for t in PLANTED_TASKS[:3]] + PLANT
 
 
 @pytest.fixture
-def inspected(import_taskset, inspect_now):
+def inspected(planted_inspected):
     """The planted set (samples, no domain) after one inspection."""
-    inspection = inspect_now(import_taskset())
-    assert inspection.status == Inspection.FINISHED
-    return inspection
+    assert planted_inspected.status == Inspection.FINISHED
+    return planted_inspected
 
 
 @pytest.fixture
@@ -494,9 +493,8 @@ def test_the_task_set_list_counts_each_sets_open_flags_blocking_and_advisory(
 
 
 def test_the_task_set_list_needs_as_many_queries_for_many_sets_as_for_one(
-    reviewer_client, import_taskset, inspect_now
+    reviewer_client, planted_inspected, import_taskset, inspect_now
 ):
-    inspect_now(import_taskset())
 
     def count_queries() -> int:
         with CaptureQueriesContext(connection) as queries:
@@ -504,8 +502,12 @@ def test_the_task_set_list_needs_as_many_queries_for_many_sets_as_for_one(
         return len(queries)
 
     one = count_queries()
+    # Three more sets of two tasks each, one of them blocked (unsolvable).
+    two = [t for t in PLANTED_TASKS if t["task_id"] in ("planted/clean", "planted/unsolvable")]
+    ids = {t["task_id"] for t in two}
+    samples = [s for s in PLANTED_SAMPLES if s["task_id"] in ids]
     for name in ("second", "third", "fourth"):
-        inspect_now(import_taskset(name=name))
+        inspect_now(import_taskset(name=name, tasks=two, samples=samples))
     assert count_queries() == one
     assert reviewer_client.get("/").content.decode().count(" blocking</strong>") == 4
 

@@ -26,10 +26,9 @@ def bearer(key: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def inspected(import_taskset, inspect_now):
-    inspection = inspect_now(import_taskset())
-    assert inspection.status == Inspection.FINISHED
-    return inspection
+def inspected(planted_inspected):
+    assert planted_inspected.status == Inspection.FINISHED
+    return planted_inspected
 
 
 def running_inspection(version, *, done: int = 120, total: int = 300) -> Inspection:

@@ -286,7 +286,9 @@ def refused(log: str) -> list[int]:
 # --- The tests -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("broker", ["redis", "rabbitmq"], indirect=True)
+# On Redis only: RabbitMQ carries two hosts' whole inspection in the broker-restart test below
+# (this one on RabbitMQ too cost CI 41 s and found nothing that one does not).
+@pytest.mark.parametrize("broker", ["redis"], indirect=True)
 def test_two_worker_hosts_share_an_inspection_of_two_thousand_runs_and_record_each_once(
     cluster, broker
 ):

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def inspected(import_taskset, inspect_now):
-    return inspect_now(import_taskset())
+def inspected(planted_inspected):
+    return planted_inspected
 
 
 def manifest_ids() -> list[str]:

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def inspected(import_taskset, inspect_now):
-    return inspect_now(import_taskset())
+def inspected(planted_inspected):
+    return planted_inspected
 
 
 def listed(response) -> list[str]:
