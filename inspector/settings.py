@@ -323,7 +323,7 @@ ANSWER_HARNESS_FINDING_SHARE = envfloat("ANSWER_HARNESS_FINDING_SHARE", "0.05")
 # uncompressed (100,000 questions with 16 responses each are a few GB).
 ANSWER_SAMPLES_MAX_BYTES = envint("ANSWER_SAMPLES_MAX_BYTES", str(8 * 1024**3))
 ANSWER_PER_ANSWER_SECONDS = envfloat("ANSWER_PER_ANSWER_SECONDS", "2")
-ANSWER_RUNS_PER_MESSAGE = envint("ANSWER_RUNS_PER_MESSAGE", "400")
+ANSWER_RUNS_PER_MESSAGE = envint("ANSWER_RUNS_PER_MESSAGE", "2000")
 # A probe that beats at least this share of a set's tasks (and at least MIN tasks) is a finding
 # about the harness: reported once on the inspection, not flagged on each task.
 HARNESS_FINDING_SHARE = envfloat("HARNESS_FINDING_SHARE", "0.9")

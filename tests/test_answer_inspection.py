@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import pytest
+from django.utils import timezone
 
 from inspector import selectors, services
 from inspector.formats.humaneval import TaskSetFormatError
@@ -169,6 +171,35 @@ def test_a_verdict_of_a_run_swept_and_claimed_again_is_not_recorded_twice(inspec
     assert recorded == 0
     assert Run.objects.get(pk=run.pk).status == Run.RUNNING
     assert Inspection.objects.get(pk=inspection.pk).runs_done == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_while_a_batch_is_verified_its_runs_lease_is_renewed_and_after_it_no_longer(settings):
+    from datetime import timedelta
+
+    from inspector.services.answer_runs import lease_renewed
+
+    inspection = services.inspection_start(version=import_answers())  # queued, no worker
+    runs = list(Run.objects.filter(inspection=inspection).order_by("pk"))
+    pks, other = [r.pk for r in runs[:3]], runs[-1]
+    start = timezone.now()
+    Run.objects.filter(pk__in=[*pks, other.pk]).update(
+        status=Run.RUNNING, worker="this-call", lease_expires_at=start
+    )
+    Run.objects.filter(pk=other.pk).update(worker="another-call")
+
+    def leases() -> dict[int, object]:
+        rows = Run.objects.filter(pk__in=[*pks, other.pk]).values_list("pk", "lease_expires_at")
+        return dict(rows)
+
+    with lease_renewed(pks, "this-call", timedelta(seconds=1.5)):
+        time.sleep(1.2)  # two renewals, a third of the span apart
+        during = leases()
+    assert all(during[pk] > start for pk in pks), during
+    assert during[other.pk] == start  # another call's run is not this one's to renew
+    after = leases()
+    time.sleep(1.0)
+    assert leases() == after  # the thread stopped with the batch
 
 
 @pytest.mark.production

@@ -24,7 +24,10 @@ ANSWER_PROBES: tuple[str, ...] = (
     "wrong_place",
     "first_number",
 )
-LONG_RESPONSE_CHARS = 200_000
+# About 12,000 tokens: past the generation limit of most RL runs, so a verifier that rewards
+# length or finds the label somewhere in a ramble shows it. (200 KB until 2026-12-03: that one
+# probe was then over half of an answer inspection's time, in making, sending and reading it.)
+LONG_RESPONSE_CHARS = 50_000
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 _FRACTION = re.compile(r"^(-?\d+)\s*/\s*(\d+)$")
@@ -118,14 +121,27 @@ def _scattered(label: str, rng: random.Random) -> str:
 
 
 def _long(label: str, wrong: list[str], rng: random.Random) -> str:
+    """Numbered steps, each weighing a value (one of `wrong` or a random number; the label every
+    97th step), and no conclusion. The values are drawn in bulk: one draw a step was 14 ms a
+    task at 200 KB."""
     parts: list[str] = []
     size = 0
     step = 0
     while size < LONG_RESPONSE_CHARS:
-        step += 1
-        value = label if step % 97 == 0 else rng.choice(wrong + [str(rng.randint(0, 9999))])
-        sentence = f"Step {step}: consider the value {value} and check it against the conditions. "
-        parts.append(sentence)
-        size += len(sentence)
+        picks = rng.choices(range(len(wrong) + 1), k=256)
+        numbers = rng.choices(range(10_000), k=256)
+        for pick, number in zip(picks, numbers, strict=True):
+            step += 1
+            if step % 97 == 0:
+                value = label
+            else:
+                value = wrong[pick] if pick < len(wrong) else str(number)
+            sentence = (
+                f"Step {step}: consider the value {value} and check it against the conditions. "
+            )
+            parts.append(sentence)
+            size += len(sentence)
+            if size >= LONG_RESPONSE_CHARS:
+                break
     parts.append("I ran out of space before reaching a conclusion.")
     return "".join(parts)

@@ -7,12 +7,15 @@ never in this process."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection, connections
 from django.db.models.functions import Length
 from django.utils import timezone
 
@@ -69,11 +72,13 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
     inspection = runs[0].inspection
     config = inspection.config.get("answer") or {}
     per_answer = float(config.get("per_answer_seconds") or settings.ANSWER_PER_ANSWER_SECONDS)
-    lease = lease_from_now(
-        timedelta(seconds=per_answer * len(runs) + settings.RUN_LEASE_SLACK_SECONDS)
-    )
-    Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.RUNNING, worker=token).update(
-        lease_expires_at=lease
+    # A short lease, renewed while the batch is verified: a message holds thousands of
+    # verifications, and a lease covering each one's time limit would keep a dead worker's runs
+    # from the others for hours.
+    span = timedelta(seconds=settings.RUN_LEASE_SLACK_SECONDS + per_answer)
+    pks = [r.pk for r in runs]
+    Run.objects.filter(pk__in=pks, status=Run.RUNNING, worker=token).update(
+        lease_expires_at=lease_from_now(span)
     )
     live = [r for r in runs if r.inspection.status != Inspection.FAILED]
     results: list[tuple[Run, dict]] = [
@@ -96,13 +101,14 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
             )
         )
     try:
-        verdicts = verify_answers(
-            sandbox_backend(),
-            items,
-            rule="auto" if rule == GIVEN else rule,
-            per_answer_seconds=per_answer,
-            limits=run_limits(),
-        )
+        with lease_renewed(pks, token, span):
+            verdicts = verify_answers(
+                sandbox_backend(),
+                items,
+                rule="auto" if rule == GIVEN else rule,
+                per_answer_seconds=per_answer,
+                limits=run_limits(),
+            )
     except SandboxUnavailable as exc:
         message = f"sandbox unavailable: {exc}"
         logger.error("inspection %s: %s", inspection.pk, message)
@@ -139,6 +145,35 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
             )
         )
     answer_runs_record(results)
+
+
+@contextlib.contextmanager
+def lease_renewed(pks: list[int], token: str, span: timedelta) -> Iterator[None]:
+    """While the block runs, a thread renews the lease of the runs `pks` that this call (its
+    `token`) still holds, a third of `span` at a time, to `span` from then. A renewal that fails
+    (the database away) is tried again at the next; the sweep takes the runs back if none
+    lands."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        try:
+            while not stop.wait(span.total_seconds() / 3):
+                try:
+                    Run.objects.filter(pk__in=pks, status=Run.RUNNING, worker=token).update(
+                        lease_expires_at=lease_from_now(span)
+                    )
+                except DatabaseError as exc:
+                    logger.warning("lease of %s runs not renewed: %s", len(pks), exc)
+        finally:
+            connections.close_all()  # this thread's own
+
+    thread = threading.Thread(target=renew, name="answer-lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def answer_runs_record(results: list[tuple[Run, dict]]) -> int:
@@ -217,7 +252,14 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
     else:
         tasks["label"] = []
     tasks = tasks.drop(columns=["uploaded", "corrected"])
-    verdicts, probes = [], []
+    verdict_columns = [
+        "run_id", "task_key", "sample_id", "model", "status", "extracted", "canonical",
+        "correct", "response_chars",
+    ]  # fmt: skip
+    probe_columns = ["run_id", "task_key", "probe", "status", "extracted", "correct"]
+    verdicts: list[tuple] = []  # tuples, not a dict a row: 1.6 million for 100,000 questions
+    probes: list[tuple] = []
+    add_verdict, add_probe = verdicts.append, probes.append
     label_status: dict[int, tuple[str, str]] = {}
     runs_of: dict[int, int] = {}
     rows = (
@@ -246,37 +288,18 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
         if kind == Run.REFERENCE:
             label_status[task_pk] = (status, str(detail.get("canonical") or ""))
         elif kind == Run.SAMPLE:
-            verdicts.append(
-                {
-                    "run_id": pk,
-                    "task_key": task_pk,
-                    "sample_id": sample_id,
-                    "model": model or "",
-                    "status": status,
-                    "extracted": str(detail.get("extracted") or ""),
-                    "canonical": str(detail.get("canonical") or ""),
-                    "correct": outcome == "passed",
-                    "response_chars": int(chars or 0),
-                }
-            )
+            add_verdict((
+                pk, task_pk, sample_id, model or "", status,
+                str(detail.get("extracted") or ""), str(detail.get("canonical") or ""),
+                outcome == "passed", int(chars or 0),
+            ))  # fmt: skip
         elif kind == Run.PROBE:
-            probes.append(
-                {
-                    "run_id": pk,
-                    "task_key": task_pk,
-                    "probe": probe,
-                    "status": status,
-                    "extracted": str(detail.get("extracted") or ""),
-                    "correct": outcome == "passed",
-                }
-            )
+            add_probe((
+                pk, task_pk, probe, status, str(detail.get("extracted") or ""),
+                outcome == "passed",
+            ))  # fmt: skip
     tasks["label_status"] = [label_status.get(k, ("error", ""))[0] for k in tasks["task_key"]]
     tasks["label_canonical"] = [label_status.get(k, ("", ""))[1] for k in tasks["task_key"]]
-    verdict_columns = [
-        "run_id", "task_key", "sample_id", "model", "status", "extracted", "canonical",
-        "correct", "response_chars",
-    ]  # fmt: skip
-    probe_columns = ["run_id", "task_key", "probe", "status", "extracted", "correct"]
     # Other sets' questions (their latest versions), for duplicates across sets.
     latest = TaskSetVersion.objects.filter(
         number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
