@@ -240,3 +240,33 @@ def test_a_sample_cannot_pass_by_reading_another_tasks_reference_from_memory(
     assert set(thief.values_list("outcome", flat=True)) == {"failed"}
     references = Run.objects.filter(inspection=inspection, kind=Run.REFERENCE)
     assert set(references.values_list("outcome", flat=True)) == {"passed"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_analysis_under_way_is_not_queued_again_by_a_sweep_and_a_dead_one_is(
+    import_taskset, settings, monkeypatch
+):
+    import threading
+    import time
+
+    from inspector.services import analysis
+
+    settings.RUN_WALL_SECONDS, settings.RUN_LEASE_SLACK_SECONDS = 1, 2  # stalled after 3 s
+    inspection = Inspection.objects.create(
+        version=import_taskset(), status=Inspection.ANALYSING, config={}
+    )
+    # An analysis that takes longer than the stall span (a 100,000-question set's took minutes,
+    # and each sweep queued it once more).
+    monkeypatch.setattr(analysis, "_inspection_analyse", lambda inspection_id: time.sleep(5))
+    analysing = threading.Thread(
+        target=services.inspection_analyse, kwargs={"inspection_id": inspection.pk}
+    )
+    analysing.start()
+    time.sleep(4.0)
+    during = services.runs_sweep()
+    analysing.join()
+    assert during["reanalysed"] == 0
+
+    # A worker that died mid-analysis writes no more signs of life: the sweep queues it again.
+    time.sleep(3.5)
+    assert services.runs_sweep()["reanalysed"] == 1

@@ -21,12 +21,19 @@ from inspector.models import (
     TaskSetVersion,
     rows_update,
 )
+from inspector.services.lifecycle import analysis_alive
 
 logger = logging.getLogger(__name__)
 
 
 def inspection_analyse(*, inspection_id: int) -> Inspection:
-    """Turn the inspection's runs into flags and per-task figures (pandas, in detect/)."""
+    """Turn the inspection's runs into flags and per-task figures (pandas, in detect/), with a
+    sign of life written meanwhile (lifecycle.analysis_alive)."""
+    with analysis_alive(inspection_id):
+        return _inspection_analyse(inspection_id)
+
+
+def _inspection_analyse(inspection_id: int) -> Inspection:
     from inspector.detect.flags import analyse_runs  # pandas: only the analysis needs it
 
     inspection = Inspection.objects.select_related("version").get(pk=inspection_id)

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection, connections
+from django.db import connection
 from django.db.models.functions import Length
 from django.utils import timezone
 
 from inspector.models import Inspection, Run, lease_from_now, runs_transaction
-from inspector.services.lifecycle import inspection_progress
+from inspector.services.lifecycle import inspection_progress, periodically
 
 logger = logging.getLogger(__name__)
 
@@ -149,31 +148,17 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
 
 @contextlib.contextmanager
 def lease_renewed(pks: list[int], token: str, span: timedelta) -> Iterator[None]:
-    """While the block runs, a thread renews the lease of the runs `pks` that this call (its
-    `token`) still holds, a third of `span` at a time, to `span` from then. A renewal that fails
-    (the database away) is tried again at the next; the sweep takes the runs back if none
-    lands."""
-    stop = threading.Event()
+    """While the block runs, the lease of the runs `pks` that this call (its `token`) still
+    holds is renewed a third of `span` at a time, to `span` from then; if no renewal lands (the
+    worker dead, the database away), a sweeper takes them back."""
 
     def renew() -> None:
-        try:
-            while not stop.wait(span.total_seconds() / 3):
-                try:
-                    Run.objects.filter(pk__in=pks, status=Run.RUNNING, worker=token).update(
-                        lease_expires_at=lease_from_now(span)
-                    )
-                except DatabaseError as exc:
-                    logger.warning("lease of %s runs not renewed: %s", len(pks), exc)
-        finally:
-            connections.close_all()  # this thread's own
+        Run.objects.filter(pk__in=pks, status=Run.RUNNING, worker=token).update(
+            lease_expires_at=lease_from_now(span)
+        )
 
-    thread = threading.Thread(target=renew, name="answer-lease", daemon=True)
-    thread.start()
-    try:
+    with periodically(span.total_seconds() / 3, renew, f"lease of {len(pks)} runs"):
         yield
-    finally:
-        stop.set()
-        thread.join(timeout=10)
 
 
 def answer_runs_record(results: list[tuple[Run, dict]]) -> int:

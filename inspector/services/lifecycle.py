@@ -4,18 +4,19 @@ stopping worker handing back the runs it claimed but has not started."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -30,6 +31,54 @@ from inspector.models import (
 from workers.sandbox import Outcome
 
 logger = logging.getLogger(__name__)
+
+
+def stall_span() -> timedelta:
+    """How long an inspection may show no sign of life (its `updated_at` unmoved) before a
+    sweeper takes it for stalled: its queued runs are sent again, its analysis queued again."""
+    return timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
+
+
+@contextlib.contextmanager
+def periodically(seconds: float, action: Callable[[], object], what: str) -> Iterator[None]:
+    """While the block runs, a thread calls `action` every `seconds` (a lease renewed, a sign of
+    life written). A call that fails on the database is logged and tried again at the next;
+    the thread's own database connections are closed when it ends, with the block."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(seconds):
+                try:
+                    action()
+                except DatabaseError as exc:
+                    logger.warning("%s: not written this time: %s", what, exc)
+        finally:
+            connections.close_all()  # this thread's own
+
+    thread = threading.Thread(target=beat, name=what, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def analysis_alive(inspection_id: int) -> Iterator[None]:
+    """While an inspection is analysed, its `updated_at` moves every third of the stall span, so
+    no sweeper takes a long analysis (a 100,000-question set's takes minutes) for a lost one
+    and queues it again; if the worker dies, the marks stop and a sweeper does."""
+
+    def mark() -> None:
+        Inspection.objects.filter(pk=inspection_id, status=Inspection.ANALYSING).update(
+            updated_at=timezone.now()
+        )
+
+    mark()
+    with periodically(stall_span().total_seconds() / 3, mark, f"analysis {inspection_id}"):
+        yield
 
 
 def inspection_progress(inspection_id: int, count: int = 1) -> None:
@@ -108,7 +157,7 @@ def runs_sweep(*, now=None) -> dict[str, int]:
         )
     # A broker that lost messages (a worker killed while holding them) leaves runs queued
     # with nobody working on them; sending them again is safe because runs are claimed.
-    stall = timedelta(seconds=settings.RUN_WALL_SECONDS + settings.RUN_LEASE_SLACK_SECONDS)
+    stall = stall_span()
     stalled = Inspection.objects.filter(status=Inspection.RUNNING, updated_at__lt=now - stall)
     resent = 0
     for inspection_id, updated_at in stalled.values_list("pk", "updated_at"):
