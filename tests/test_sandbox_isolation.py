@@ -885,7 +885,8 @@ def test_a_mess_the_clean_up_cannot_undo_in_time_costs_the_next_run_nothing(
     with sandbox.session(limits=limits) as session:
         mess_made = session.run(hostile(token, body), task=TASK)
         if mess == "many folders":
-            assert report(mess_made)[0] > 100_000, describe(mess_made)
+            # Made in the 1.8 s the body allows itself: 96,000 once in CI, at load 9.
+            assert report(mess_made)[0] > 50_000, describe(mess_made)
         after = session.run(HONEST, task=TASK)
         assert after.passed, f"the next honest run: {describe(after)}"
         assert not session.run("    return a - b\n", task=TASK).passed
