@@ -76,9 +76,6 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
     # from the others for hours.
     span = timedelta(seconds=settings.RUN_LEASE_SLACK_SECONDS + per_answer)
     pks = [r.pk for r in runs]
-    Run.objects.filter(pk__in=pks, status=Run.RUNNING, worker=token).update(
-        lease_expires_at=lease_from_now(span)
-    )
     live = [r for r in runs if r.inspection.status != Inspection.FAILED]
     results: list[tuple[Run, dict]] = [
         (r, {"outcome": "sandbox_error", "error": f"inspection #{r.inspection_id} failed"})
@@ -148,8 +145,8 @@ def answer_runs_execute(runs: list[Run], *, token: str) -> None:
 
 @contextlib.contextmanager
 def lease_renewed(pks: list[int], token: str, span: timedelta) -> Iterator[None]:
-    """While the block runs, the lease of the runs `pks` that this call (its `token`) still
-    holds is renewed a third of `span` at a time, to `span` from then; if no renewal lands (the
+    """The lease of the runs `pks` that this call (its `token`) still holds set to `span` from
+    now, then renewed a third of `span` at a time while the block runs; if no renewal lands (the
     worker dead, the database away), a sweeper takes them back."""
 
     def renew() -> None:
@@ -157,6 +154,7 @@ def lease_renewed(pks: list[int], token: str, span: timedelta) -> Iterator[None]
             lease_expires_at=lease_from_now(span)
         )
 
+    renew()
     with periodically(span.total_seconds() / 3, renew, f"lease of {len(pks)} runs"):
         yield
 
