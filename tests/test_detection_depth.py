@@ -291,6 +291,9 @@ def checks_only(settings) -> None:
     settings.INSPECT_PROBES = []
 
 
+FOREVER = "    while True:\n        pass\n"
+
+
 def test_a_mutant_that_loops_forever_is_stopped_at_the_mutant_clock_not_the_runs(
     import_taskset, inspect_now, settings
 ):
@@ -301,34 +304,66 @@ def test_a_mutant_that_loops_forever_is_stopped_at_the_mutant_clock_not_the_runs
     settings.INSPECT_REFERENCE_REPEATS = 1
     settings.RUN_WALL_SECONDS = 4
     settings.INSPECT_MUTANT_WALL_SECONDS = 0.5
-    version = import_taskset(name="loops", tasks=[clamp_task("clamp/loop", FULL_CHECK)], samples=[])
-    with_reference = inspect_now(version)
-    (reference,) = with_reference.runs.all()
-    forever = {"completion": "    while True:\n        pass\n", "diff": "", "description": "loop"}
-    mutant = Run.objects.create(
-        inspection=with_reference, task=reference.task, kind=Run.MUTANT, probe="m1",
-        detail=forever, repeat=1,
-    )  # fmt: skip
-    alone = Run.objects.create(
-        inspection=with_reference, task=reference.task, kind=Run.MUTANT, probe="m2",
-        detail=forever, repeat=1,
-    )  # fmt: skip
-    reference.status = Run.QUEUED
-    reference.save(update_fields=("status",))
+    tasks = [clamp_task("clamp/loop", FULL_CHECK), clamp_task("clamp/failing", FULL_CHECK)]
+    tasks[1]["canonical_solution"] = "    return x\n"  # fails the check: no clock from it
+    version = import_taskset(name="loops", tasks=tasks, samples=[])
+    inspection = inspect_now(version)
+    passing, failing = (inspection.runs.get(task__task_id=t["task_id"]) for t in tasks)
+    assert (passing.outcome, failing.outcome) == ("passed", "failed")
+    detail = {"completion": FOREVER, "diff": "", "description": "loop"}
+    mutant, of_failing = (
+        Run.objects.create(
+            inspection=inspection,
+            task=reference.task,
+            kind=Run.MUTANT,
+            probe="m1",
+            detail=detail,
+            repeat=1,
+        )  # fmt: skip
+        for reference in (passing, failing)
+    )
 
-    services.runs_execute(run_ids=[reference.pk, mutant.pk])
-    services.runs_execute(run_ids=[alone.pk])
+    services.runs_execute(run_ids=[mutant.pk])
+    services.runs_execute(run_ids=[of_failing.pk])
 
     mutant.refresh_from_db()
-    alone.refresh_from_db()
-    assert mutant.outcome == alone.outcome == "timed_out"
-    # Its reference passed fast in the same message: the mutant's clock is the short one.
+    of_failing.refresh_from_db()
+    assert mutant.outcome == of_failing.outcome == "timed_out"
+    # Its reference's first run passed fast: the mutant's clock is the short one, though no
+    # run of the reference is in its message.
     assert mutant.duration < 2.0, mutant.duration
     # 20x its reference's run, at least 0.5 s (a loaded machine makes the reference slower).
     limit = float(re.search(r"wall-clock limit of ([0-9.]+) s", mutant.error).group(1))
     assert 0.5 <= limit < 2.0, mutant.error
-    # No run of its reference came first: the run's own limit holds.
-    assert alone.duration >= 4.0, alone.duration
+    # No passing first run of its reference: the run's own limit holds.
+    assert of_failing.duration >= 4.0, of_failing.duration
+
+
+def test_a_sample_that_loops_forever_gets_the_same_short_clock_in_every_repeat(
+    import_taskset, inspect_now, settings
+):
+    checks_only(settings)
+    settings.INSPECT_SAMPLE_REPEATS = 3
+    settings.INSPECT_REFERENCE_REPEATS = 2
+    settings.RUN_WALL_SECONDS = 6
+    settings.INSPECT_SAMPLE_WALL_SECONDS = 1
+    settings.RUNS_PER_MESSAGE = 1  # every run in a message of its own
+    version = import_taskset(
+        name="sample-loops",
+        tasks=[clamp_task("clamp/s", FULL_CHECK)],
+        samples=[{"task_id": "clamp/s", "completion": FOREVER}],
+    )
+    inspection = inspect_now(version)
+
+    assert inspection.status == "finished"
+    loops = list(inspection.runs.filter(kind=Run.SAMPLE))
+    assert [run.outcome for run in loops] == ["timed_out"] * 3
+    limits = {re.search(r"wall-clock limit of ([0-9.]+) s", run.error).group(1) for run in loops}
+    assert limits == {"1"}, limits  # at least 1 s; 20x a fast reference's run is less
+    assert all(run.duration < 3.0 for run in loops), [run.duration for run in loops]
+    # The references' first runs were recorded before any sample started.
+    first = inspection.runs.get(kind=Run.REFERENCE, repeat=1)
+    assert all(first.finished_at <= run.started_at for run in loops)
 
 
 def test_samples_that_repeat_the_reference_share_its_behaviour_run_and_its_verdicts(
@@ -392,9 +427,10 @@ def test_a_messages_behaviour_programs_run_in_its_session_and_start_no_sandbox_o
         (run.probe, run.outcome, run.error) for run in ran
     ]
     # Every program ran in its message's session: not one sandbox of its own, and one session
-    # (a pair of sandboxes) per message: repeat 1 (checks and programs), repeat 2.
+    # (a pair of sandboxes) per message: the reference's first run (sent first), the rest of
+    # repeat 1 (checks and programs), repeat 2.
     assert one_offs == []
-    assert len(pairs) == 2, pairs
+    assert len(pairs) == 3, pairs
     # What each printed is what a one-off sandbox prints for it.
     for run in ran:
         program, limits = function_runs._behaviour_program(run)
@@ -459,34 +495,31 @@ def test_a_killed_mutants_behaviour_is_not_run_and_a_surviving_ones_is(import_ta
     assert flag("clamp/weak", "weak_tests").evidence["survivors"]
 
 
-def test_a_slow_right_sample_passes_in_every_repeat_however_its_runs_are_batched(
-    import_taskset, eager_celery, settings
+@pytest.mark.parametrize("sample_wall, outcome", [(3, "timed_out"), (5, "passed")])
+def test_a_slow_right_sample_gets_one_verdict_in_every_repeat_however_its_runs_are_batched(
+    import_taskset, inspect_now, settings, sample_wall, outcome
 ):
-    # An outside attack: with a sample clock taken from the reference's run in the same message,
-    # a right sample taking 3.6 s (8 calls of 0.45 s) passed where its message held no reference
-    # run (a retry, a split group) and timed out at 3 s where it did: a false `flaky`. Samples
-    # keep the run's limit.
-    from inspector import services
-
+    # An outside attack on an earlier sample clock, taken from the reference's run in the same
+    # message: a right sample taking 3.6 s (8 calls of 0.45 s) passed where its message held no
+    # reference run (a retry, a split group) and timed out at 3 s where it did, a false
+    # `flaky`. The clock now comes from the reference's first run, recorded before any sample
+    # is sent: the same in every repeat, however the runs are split into messages.
     checks_only(settings)
     settings.INSPECT_SAMPLE_REPEATS = 2
     settings.RUN_WALL_SECONDS = 6
+    settings.INSPECT_SAMPLE_WALL_SECONDS = sample_wall
+    settings.RUNS_PER_MESSAGE = 1
     slow = "    import time\n    time.sleep(0.45)\n    return max(0, min(10, x))\n"
     version = import_taskset(
         name="slow",
         tasks=[clamp_task("clamp/slow", FULL_CHECK)],
         samples=[{"task_id": "clamp/slow", "completion": slow}],
     )
-    inspection = services.inspection_start(version=version)  # dispatched here, by hand:
-    runs = inspection.runs.order_by("repeat", "pk")
-    first = [r.pk for r in runs if r.repeat == 1 and r.kind == Run.SAMPLE]
-    services.runs_execute(run_ids=first)  # the sample alone: no reference run before it
-    services.runs_execute(run_ids=[r.pk for r in runs if r.pk not in first])  # the usual way
+    inspection = inspect_now(version)
 
     samples = inspection.runs.filter(kind=Run.SAMPLE)
-    assert sorted(r.outcome for r in samples) == ["passed", "passed"]
-    inspection.refresh_from_db()
-    assert inspection.status == inspection.FINISHED  # analysed once the last run was recorded
+    assert [r.outcome for r in samples] == [outcome, outcome]
+    assert inspection.status == inspection.FINISHED
     assert not Flag.objects.filter(task__task_id="clamp/slow", code="flaky").exists()
 
 

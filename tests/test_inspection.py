@@ -140,6 +140,40 @@ def test_the_sweeper_requeues_a_run_whose_worker_vanished_and_gives_up_after_the
     assert "worker lost" in run.error
 
 
+def test_a_sweep_sends_a_stalled_inspections_held_back_runs_only_once_its_references_are_in(
+    import_taskset, eager_celery, django_capture_on_commit_callbacks
+):
+    inspection = services.inspection_start(version=import_taskset())  # its dispatch was lost
+    first = Run.objects.filter(inspection=inspection, kind=Run.REFERENCE, repeat=1)
+    busy = first.first()  # another worker holds it, its lease alive
+    Run.objects.filter(pk=busy.pk).update(
+        status=Run.RUNNING, attempts=1, lease_expires_at=timezone.now() + timedelta(minutes=5)
+    )
+    long_ago = timezone.now() - timedelta(hours=1)
+    Inspection.objects.filter(pk=inspection.pk).update(
+        status=Inspection.RUNNING, runs_held=True, updated_at=long_ago
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.runs_sweep()
+
+    # The references' first runs were sent again and ran; everything else is still held back.
+    assert set(first.exclude(pk=busy.pk).values_list("status", flat=True)) == {Run.DONE}
+    rest = Run.objects.filter(inspection=inspection).exclude(kind=Run.REFERENCE, repeat=1)
+    assert set(rest.values_list("status", flat=True)) == {Run.QUEUED}
+    assert Inspection.objects.get(pk=inspection.pk).runs_held
+
+    # The busy reference run is recorded, but its worker died before sending the rest.
+    Run.objects.filter(pk=busy.pk).update(status=Run.DONE, outcome="passed", duration=0.01)
+    Inspection.objects.filter(pk=inspection.pk).update(updated_at=long_ago)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.runs_sweep()
+
+    inspection.refresh_from_db()
+    assert not inspection.runs_held
+    assert set(rest.values_list("status", flat=True)) == {Run.DONE}
+
+
 def test_a_stale_worker_cannot_overwrite_the_result_of_a_newer_attempt(
     import_taskset, eager_celery
 ):

@@ -644,6 +644,19 @@ _CANON_SOURCE = (_HERE / "behaviour_canon.py").read_text()
 _PROGRAM_BODY = (_HERE / "behaviour_program.py").read_text().replace("# @@CANON@@\n", _CANON_SOURCE)
 
 
+@functools.lru_cache(maxsize=256)
+def _checked_inputs(inputs: tuple[str, ...]) -> tuple[str, str]:
+    """The inputs as the program's source writes them, and their key; raises ValueError for
+    anything that is not a literal argument list. Cached: a task's programs (its reference,
+    samples and mutants) share one list of inputs, and reading it was a fifth of a worker's
+    own time."""
+    if len(inputs) > MAX_INPUTS:
+        raise ValueError(f"{len(inputs)} inputs: at most {MAX_INPUTS} fit in one program's output")
+    for text in inputs:
+        parse_arguments(text)  # raises ValueError for anything that is not a literal list
+    return repr(list(inputs)), inputs_key(inputs)
+
+
 def behaviour_program(
     prompt: str,
     completion: str,
@@ -672,10 +685,7 @@ def behaviour_program(
     results' reprs (cut to `REPR_CHARS`) for the first `MAX_REPRS` inputs as far as they fit
     (typically all of them: most results are short).
     """
-    if len(inputs) > MAX_INPUTS:
-        raise ValueError(f"{len(inputs)} inputs: at most {MAX_INPUTS} fit in one program's output")
-    for text in inputs:
-        parse_arguments(text)  # raises ValueError for anything that is not a literal list
+    inputs_text, key = _checked_inputs(tuple(inputs))
     guard = f"{prompt}{contract.rstrip()}\n    return True\n" if contract.strip() else ""
     header = "\n".join(
         [
@@ -683,8 +693,8 @@ def behaviour_program(
             f"_SOURCE = {prompt + completion!r}",
             f"_ENTRY_POINT = {entry_point!r}",
             f"_CONTRACT = {guard!r}",
-            f"_INPUTS = {list(inputs)!r}",
-            f"_KEY = {inputs_key(inputs)!r}",
+            f"_INPUTS = {inputs_text}",
+            f"_KEY = {key!r}",
             f"_MARKER = {MARKER!r}",
             f"_PER_CALL_SECONDS = {float(per_call_seconds)!r}",
             f"_DEFINE_SECONDS = {max(2.0, float(per_call_seconds))!r}",

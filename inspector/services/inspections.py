@@ -245,10 +245,9 @@ def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]
 def inspection_dispatch(*, inspection_id: int) -> int:
     """Send every queued run of the inspection to the sandbox queue; returns how many."""
     now = timezone.now()
-    Inspection.objects.filter(pk=inspection_id, status=Inspection.QUEUED).update(
-        status=Inspection.RUNNING, started_at=now, updated_at=now
-    )
     queued = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED)
+    # A function task's first reference runs go first; the rest are held back until they are
+    # recorded (lifecycle.inspection_release_held), in whatever order messages are redelivered.
     kinds = set(
         Task.objects.filter(version__inspections=inspection_id)
         .exclude(kind=Task.FUNCTION)
@@ -256,6 +255,17 @@ def inspection_dispatch(*, inspection_id: int) -> int:
         .values_list("kind", flat=True)
         .distinct()[:2]
     )
+    first = queued.filter(kind=Run.REFERENCE, repeat=1)
+    hold = not kinds and first.exists() and queued.exclude(kind=Run.REFERENCE, repeat=1).exists()
+    started = Inspection.objects.filter(pk=inspection_id, status=Inspection.QUEUED).update(
+        status=Inspection.RUNNING, started_at=now, updated_at=now, runs_held=hold
+    )
+    if not started:  # a redelivered dispatch: runs still held back stay so
+        hold = Inspection.objects.filter(pk=inspection_id, runs_held=True).exists()
+    if hold:
+        sent = enqueue.function_runs_send(first)
+        logger.info("inspection %s: dispatched %s first reference runs", inspection_id, sent)
+        return sent
     terminal = Task.TERMINAL in kinds
     if Task.REPO in kinds:
         # An instance's runs together: its image is built once per message.
@@ -276,15 +286,9 @@ def inspection_dispatch(*, inspection_id: int) -> int:
         rows = queued.order_by("pk").values_list("pk", "task_id").iterator(chunk_size=5000)
         per_message = settings.TERMINAL_RUNS_PER_MESSAGE
     else:
-        # Repeat by repeat: a task's repeats land in different messages, so in sessions with
-        # different hash seeds (see runs_execute).
-        rows = (
-            (pk, (repeat, task_id))
-            for pk, repeat, task_id in queued.order_by("repeat", "task_id", "pk")
-            .values_list("pk", "repeat", "task_id")
-            .iterator(chunk_size=5000)
-        )
-        per_message = settings.RUNS_PER_MESSAGE
+        sent = enqueue.function_runs_send(queued)
+        logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
+        return sent
     sent = enqueue.runs_send(rows, per_message=per_message)
     logger.info("inspection %s: dispatched %s runs", inspection_id, sent)
     return sent

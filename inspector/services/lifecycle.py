@@ -95,6 +95,26 @@ def inspection_progress(inspection_id: int, count: int = 1) -> None:
     ).update(status=Inspection.ANALYSING, updated_at=now)
     if moved:
         enqueue.inspection_analyse(inspection_id)
+    else:
+        inspection_release_held(inspection_id)
+
+
+def inspection_release_held(inspection_id: int) -> int:
+    """Send an inspection's held-back runs once its references' first runs are all recorded
+    (inspections.inspection_dispatch holds them back); returns how many were sent. Whichever
+    caller turns `runs_held` off sends them, once."""
+    if not Inspection.objects.filter(pk=inspection_id, runs_held=True).exists():
+        return 0
+    first = Run.objects.filter(inspection_id=inspection_id, kind=Run.REFERENCE, repeat=1)
+    if first.exclude(status=Run.DONE).exists():
+        return 0
+    if not Inspection.objects.filter(pk=inspection_id, runs_held=True).update(runs_held=False):
+        return 0
+    sent = enqueue.function_runs_send(
+        Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED)
+    )
+    logger.info("inspection %s: references recorded, dispatched %s runs", inspection_id, sent)
+    return sent
 
 
 def runs_not_recorded(runs) -> None:
@@ -166,11 +186,12 @@ def runs_sweep(*, now=None) -> dict[str, int]:
             updated_at=now
         ):
             continue
-        ids = list(
-            Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED).values_list(
-                "pk", flat=True
-            )
-        )
+        if inspection_release_held(inspection_id):
+            continue  # its held-back runs were just sent (their release had been lost)
+        queued = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED)
+        if Inspection.objects.filter(pk=inspection_id, runs_held=True).exists():
+            queued = queued.filter(kind=Run.REFERENCE, repeat=1)  # the rest stay held
+        ids = list(queued.values_list("pk", flat=True))
         requeued.extend(ids)
         resent += len(ids)
     stuck = Inspection.objects.filter(status=Inspection.ANALYSING, updated_at__lt=now - stall)
