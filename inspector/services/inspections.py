@@ -36,6 +36,9 @@ def inspection_config() -> dict:
         "probes": list(settings.INSPECT_PROBES),
         "sandbox_backend": settings.SANDBOX_BACKEND,
         "wall_seconds": settings.RUN_WALL_SECONDS,
+        # Fixed here, so that every worker gives a run the same clock (run_wall_seconds).
+        "sample_wall_seconds": settings.INSPECT_SAMPLE_WALL_SECONDS,
+        "mutant_wall_seconds": settings.INSPECT_MUTANT_WALL_SECONDS,
         "memory_mb": settings.RUN_MEMORY_MB,
         "max_processes": settings.RUN_MAX_PROCESSES,
         "output_bytes": settings.RUN_OUTPUT_BYTES,
