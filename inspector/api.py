@@ -73,6 +73,9 @@ def inspection_json(inspection: Inspection) -> dict:
         "taskset": inspection.version.taskset.name,
         "version": inspection.version.number,
         "status": inspection.status,
+        # Queued, its runs still being made by a worker (runs_total is 0 until they are).
+        "preparing": inspection.is_preparing,
+        "phase": inspection.phase,
         "runs_done": inspection.runs_done,
         "runs_total": inspection.runs_total,
         "percent": inspection.percent,

@@ -13,6 +13,28 @@ from django.db import transaction
 from inspector.models import Run, Task
 
 
+def inspection_prepare_after_commit(inspection_id: int) -> None:
+    """Queue the preparation of a new inspection (its runs made by a worker) once its row is
+    committed."""
+    from workers.tasks import inspection_prepare
+
+    inspection_prepare.delay_on_commit(inspection_id)
+
+
+def inspection_prepare(inspection_id: int) -> None:
+    """Queue the preparation of an inspection again (a sweep: its message or worker was lost)."""
+    from workers.tasks import inspection_prepare as task
+
+    task.delay(inspection_id)
+
+
+def inspection_dispatch(inspection_id: int) -> None:
+    """Queue the dispatch of a prepared inspection again (a sweep: its message was lost)."""
+    from workers.tasks import inspection_dispatch as task
+
+    task.delay(inspection_id)
+
+
 def inspection_dispatch_after_commit(inspection_id: int) -> None:
     """Queue the dispatch of a new inspection's runs once its rows are committed."""
     from workers.tasks import inspection_dispatch

@@ -461,6 +461,14 @@ class Inspection(models.Model):
     # back until those are recorded, because their times set the samples' and mutants' clocks
     # (function_runs.run_wall_seconds). True while runs are held back.
     runs_held = models.BooleanField(default=False)
+    # When its runs were created. inspection_start leaves it empty and a worker's
+    # inspection_prepare sets it, in the transaction that creates the runs: until then the
+    # inspection is preparing (queued, no runs yet). An inspection made some other way is
+    # prepared when it is made.
+    prepared_at = models.DateTimeField(null=True, blank=True, default=timezone.now)
+    # The worker preparing it ("" before one takes it, or after a sweep took it back from a
+    # worker that stopped showing signs of life).
+    preparer = models.CharField(max_length=200, blank=True)
     # The repeat counts, limits and sandbox backend this inspection ran with.
     config = models.JSONField(default=dict)
     error = models.TextField(blank=True)
@@ -479,7 +487,20 @@ class Inspection(models.Model):
         return self.status in Inspection.ACTIVE
 
     @property
+    def is_preparing(self) -> bool:
+        """Queued, its runs not created yet (a worker's inspection_prepare makes them)."""
+        return self.status == Inspection.QUEUED and self.prepared_at is None
+
+    @property
+    def phase(self) -> str:
+        """What it is doing, as shown: "preparing" while its runs are being made, else its
+        status."""
+        return "preparing" if self.is_preparing else self.status
+
+    @property
     def percent(self) -> int:
+        if self.is_preparing:
+            return 0
         return int(100 * self.runs_done / self.runs_total) if self.runs_total else 100
 
     def seconds_left(self, now=None) -> float | None:
@@ -502,6 +523,8 @@ class Inspection(models.Model):
         return {
             "id": self.pk,
             "status": self.status,
+            "preparing": self.is_preparing,
+            "phase": self.phase,
             "runs_done": self.runs_done,
             "runs_total": self.runs_total,
             "percent": self.percent,

@@ -143,7 +143,7 @@ def taskset_inspect(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(
-            request, f"Inspection #{inspection.pk} started: {inspection.runs_total} sandbox runs."
+            request, f"Inspection #{inspection.pk} started: a worker is preparing its runs."
         )
     return redirect(taskset)
 

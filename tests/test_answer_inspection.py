@@ -180,6 +180,7 @@ def test_while_a_batch_is_verified_its_runs_lease_is_renewed_and_after_it_no_lon
     from inspector.services.answer_runs import lease_renewed
 
     inspection = services.inspection_start(version=import_answers())  # queued, no worker
+    services.inspection_prepare(inspection_id=inspection.pk)  # its runs, made here
     runs = list(Run.objects.filter(inspection=inspection).order_by("pk"))
     pks, other = [r.pk for r in runs[:3]], runs[-1]
     start = timezone.now()

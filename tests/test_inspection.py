@@ -14,6 +14,14 @@ from tests.builders import PLANTED_FLAGS, task
 pytestmark = pytest.mark.django_db
 
 
+def prepared(inspection: Inspection) -> Inspection:
+    """What a worker does with a new inspection's message: its runs made (not dispatched: the
+    dispatch waits for the test's transaction to commit, which it never does)."""
+    services.inspection_prepare(inspection_id=inspection.pk)
+    inspection.refresh_from_db()
+    return inspection
+
+
 def flags_by_task(inspection: Inspection) -> dict[str, list[str]]:
     found = {t.task_id: [] for t in inspection.version.tasks.all()}
     for flag in inspection.flags.select_related("task"):
@@ -107,7 +115,7 @@ def test_a_second_inspection_cannot_start_while_one_runs(import_taskset, eager_c
 
 
 def test_a_run_delivered_twice_is_executed_and_recorded_once(import_taskset, eager_celery):
-    inspection = services.inspection_start(version=import_taskset())
+    inspection = prepared(services.inspection_start(version=import_taskset()))
     run = Run.objects.filter(inspection=inspection).first()
 
     first = services.run_execute(run_id=run.pk, worker="a")
@@ -123,7 +131,7 @@ def test_the_sweeper_requeues_a_run_whose_worker_vanished_and_gives_up_after_the
     import_taskset, eager_celery, settings
 ):
     settings.RUN_MAX_ATTEMPTS = 2
-    inspection = services.inspection_start(version=import_taskset())
+    inspection = prepared(services.inspection_start(version=import_taskset()))
     run = Run.objects.filter(inspection=inspection).first()
     past = timezone.now() - timedelta(seconds=1)
     Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, attempts=1, lease_expires_at=past)
@@ -143,7 +151,7 @@ def test_the_sweeper_requeues_a_run_whose_worker_vanished_and_gives_up_after_the
 def test_a_sweep_sends_a_stalled_inspections_held_back_runs_only_once_its_references_are_in(
     import_taskset, eager_celery, django_capture_on_commit_callbacks
 ):
-    inspection = services.inspection_start(version=import_taskset())  # its dispatch was lost
+    inspection = prepared(services.inspection_start(version=import_taskset()))  # dispatch lost
     first = Run.objects.filter(inspection=inspection, kind=Run.REFERENCE, repeat=1)
     busy = first.first()  # another worker holds it, its lease alive
     Run.objects.filter(pk=busy.pk).update(
@@ -177,7 +185,7 @@ def test_a_sweep_sends_a_stalled_inspections_held_back_runs_only_once_its_refere
 def test_a_stale_worker_cannot_overwrite_the_result_of_a_newer_attempt(
     import_taskset, eager_celery
 ):
-    inspection = services.inspection_start(version=import_taskset())
+    inspection = prepared(services.inspection_start(version=import_taskset()))
     run = Run.objects.filter(inspection=inspection, kind=Run.REFERENCE).first()
     Run.objects.filter(pk=run.pk).update(status=Run.RUNNING, attempts=2)
     run.refresh_from_db()

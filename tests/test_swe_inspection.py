@@ -229,6 +229,8 @@ def test_starting_an_inspection_of_a_repository_set_creates_every_run_it_plans(
     version = TaskSet.objects.get(name="swe").latest_version()
     with django_capture_on_commit_callbacks(execute=False):
         inspection = services.inspection_start(version=version)
+        services.inspection_prepare(inspection_id=inspection.pk)  # what the worker does
+    inspection.refresh_from_db()
     assert inspection.config["kind"] == Task.REPO
     assert inspection.config["repo"]["mode"] == TaskSet.FAITHFUL
     kinds = sorted(Run.objects.filter(inspection=inspection).values_list("kind", "probe"))

@@ -102,6 +102,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_records_each_run_once(
         time.sleep(0.3)
 
     runs = Run.objects.filter(inspection=inspection)
+    inspection.refresh_from_db()
     assert swept["requeued"] >= 1
     assert runs.count() == inspection.runs_total == 12
     assert set(runs.values_list("kind", "status", "outcome")) == {

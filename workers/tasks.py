@@ -13,6 +13,13 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+@shared_task(name="workers.inspection_prepare", acks_late=True)
+def inspection_prepare(inspection_id: int) -> int:
+    from inspector import services
+
+    return services.inspection_prepare(inspection_id=inspection_id, worker=_worker_name())
+
+
 @shared_task(name="workers.inspection_dispatch", acks_late=True)
 def inspection_dispatch(inspection_id: int) -> int:
     from inspector import services

@@ -13,6 +13,8 @@ from inspector.services.errors import Conflict, NotFound, ServiceError
 
 
 def inspection_progress_text(inspection: Inspection) -> str:
+    if inspection.is_preparing:
+        return f"{inspection.status}, preparing its runs"
     return (
         f"{inspection.status}, {inspection.runs_done}/{inspection.runs_total} runs "
         f"({inspection.percent}%)"

@@ -2,7 +2,8 @@
 commands call these (through the names below); they hold no logic of their own.
 
 - `tasksets`: importing a task set as a new version;
-- `inspections`: starting an inspection, dispatching its runs, scheduled re-inspections;
+- `inspections`: starting an inspection, preparing it (its runs, in a worker), dispatching its
+  runs, scheduled re-inspections;
 - `function_runs`: executing function tasks' runs in a sandbox session and recording them;
 - `terminal_tasksets`: reading an upload of terminal task folders into the rows to store;
 - `answer_tasksets`: reading an upload of answer-graded questions into the rows to store;
@@ -11,8 +12,8 @@ commands call these (through the names below); they hold no logic of their own.
 - `terminal_runs`: executing terminal tasks' runs (Docker) and recording them;
 - `repo_runs`: the runs of repository tasks (SWE-bench instances), executing them in Docker,
   recording them, and reading them back for the analysis;
-- `lifecycle`: counting runs done, sweeping runs whose lease ran out (beat's sweep and each
-  worker's own), a stopping worker handing back the runs it has not started;
+- `lifecycle`: counting runs done, sweeping runs whose lease ran out and inspections that
+  stalled (beat's sweep and each worker's own), a stopping worker handing back the runs it has not started;
 - `analysis`: turning an inspection's runs into flags (detect/ does the work);
 - `review`: bulk actions on the review queue's tasks, saved filters;
 - `sandboxes`: worker and sandbox control;
@@ -34,6 +35,7 @@ from inspector.services.function_runs import (
 from inspector.services.inspections import (
     inspection_config,
     inspection_dispatch,
+    inspection_prepare,
     inspection_start,
     reinspect_due,
 )
@@ -58,6 +60,7 @@ __all__ = [
     "inspection_analyse",
     "inspection_config",
     "inspection_dispatch",
+    "inspection_prepare",
     "inspection_progress",
     "inspection_start",
     "reinspect_due",

@@ -1,14 +1,17 @@
-"""Starting an inspection (its runs, the deeper analysis's mutant and behaviour runs), dispatching
-its runs, and the scheduled re-inspections."""
+"""Starting an inspection, preparing it in a worker (its runs, the deeper analysis's mutant and
+behaviour runs), dispatching its runs, and the scheduled re-inspections."""
 
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from inspector import enqueue
@@ -21,6 +24,7 @@ from inspector.models import (
     TaskSetVersion,
     rows_update,
 )
+from inspector.services import lifecycle
 from inspector.services.errors import ServiceError
 from inspector.services.repo_runs import repo_config, repo_runs_plan
 from inspector.services.terminal_runs import terminal_runs_plan
@@ -60,13 +64,19 @@ def inspection_config() -> dict:
 
 @transaction.atomic
 def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> Inspection:
-    """Create every run of an inspection and hand them to the workers once committed.
-    `trigger` says why it runs ("scheduled"; empty: someone asked)."""
+    """Create the inspection (queued, its runs not made yet) and, once committed, hand its
+    preparation to a worker (`inspection_prepare`: the runs, then their dispatch). Returns at
+    once, whatever the size of the set. `trigger` says why it runs ("scheduled"; empty:
+    someone asked)."""
     running = version.inspections.filter(status__in=Inspection.ACTIVE).first()
     if running is not None:
+        doing = (
+            "queued (preparing its runs)"
+            if running.is_preparing
+            else f"{running.status} ({running.runs_done}/{running.runs_total} runs)"
+        )
         raise ServiceError(
-            f"Inspection #{running.pk} of {version} is still {running.status} "
-            f"({running.runs_done}/{running.runs_total} runs); wait for it to finish."
+            f"Inspection #{running.pk} of {version} is still {doing}; wait for it to finish."
         )
     config = inspection_config()
     if trigger:
@@ -88,7 +98,85 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
         config["kind"] = Task.ANSWER
     else:
         del config["answer"]
-    inspection = Inspection.objects.create(version=version, created_by=by, config=config)
+    inspection = Inspection.objects.create(
+        version=version, created_by=by, config=config, prepared_at=None
+    )
+    enqueue.inspection_prepare_after_commit(inspection.pk)
+    logger.info("inspection %s of %s created; a worker prepares its runs", inspection.pk, version)
+    return inspection
+
+
+class PreparationTaken(Exception):
+    """Raised inside the preparing transaction when, at its end, the inspection is no longer
+    this worker's to prepare (another worker prepared it, it failed meanwhile): the runs made
+    here are rolled back."""
+
+
+def inspection_prepare(*, inspection_id: int, worker: str = "") -> int:
+    """Create every run of a queued inspection, set `runs_total` and queue the dispatch once
+    committed; returns how many runs were made (0: nothing to do).
+
+    Safe against a message delivered twice and two workers at once: a worker first takes the
+    preparation (one conditional update: not prepared, and no other worker preparing it with
+    a sign of life within the stall span), then makes the runs in one transaction that ends by
+    marking the inspection prepared, again conditionally on its being this worker's: a crash
+    or a lost race leaves no run behind. While it works its `updated_at` moves
+    (lifecycle.preparation_alive), so no sweeper takes a long preparation for a lost one; if
+    the worker dies the marks stop, and a sweeper queues the preparation again
+    (lifecycle.runs_sweep). A preparation that raises anything but a lost or busy database
+    (which the sweep's next attempt may not meet) fails the inspection with the error: a bug
+    does not go away by trying again."""
+    token = f"{worker or 'prepare'}#{uuid.uuid4().hex[:12]}"
+    now = timezone.now()
+    unprepared = Inspection.objects.filter(
+        pk=inspection_id, status=Inspection.QUEUED, prepared_at__isnull=True
+    )
+    taken = unprepared.filter(
+        Q(preparer="") | Q(updated_at__lt=now - lifecycle.stall_span())
+    ).update(preparer=token, updated_at=now)
+    if not taken:
+        logger.info("inspection %s: already prepared, or being prepared", inspection_id)
+        return 0
+    started = time.monotonic()
+    try:
+        with lifecycle.preparation_alive(inspection_id, token):
+            total = _inspection_runs_create(inspection_id, token)
+    except PreparationTaken:
+        logger.warning(
+            "inspection %s: prepared by another worker meanwhile (or ended); runs rolled back",
+            inspection_id,
+        )
+        return 0
+    except (OperationalError, InterfaceError):
+        raise  # the database away or busy for a while: a sweep queues the preparation again
+    except Exception as exc:
+        logger.exception("inspection %s: preparing its runs failed", inspection_id)
+        unprepared.filter(preparer=token).update(
+            status=Inspection.FAILED,
+            error=f"Preparing the runs failed: {type(exc).__name__}: {exc}"[:5000],
+            finished_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+        return 0
+    logger.info(
+        "inspection %s prepared: %s runs in %.1f s",
+        inspection_id,
+        total,
+        time.monotonic() - started,
+    )
+    return total
+
+
+@transaction.atomic
+def _inspection_runs_create(inspection_id: int, token: str) -> int:
+    """The runs of an inspection, made in the order they always were, and the inspection marked
+    prepared with their count, in one transaction (the caller's)."""
+    inspection = Inspection.objects.select_related("version__taskset").get(pk=inspection_id)
+    version = inspection.version
+    config = inspection.config
+    repo = config.get("kind") == Task.REPO
+    answer = config.get("kind") == Task.ANSWER
+    terminal = not repo and "mode" in config
     samples_of: dict[int, list[int]] = {}
     for sample_pk, task_pk in Sample.objects.filter(task__version=version).values_list(
         "pk", "task_id"
@@ -162,11 +250,13 @@ def inspection_start(*, version: TaskSetVersion, by=None, trigger: str = "") -> 
             batch = []
     Run.objects.bulk_create(batch)
     total += len(batch)
-    inspection.runs_total = total
-    inspection.save(update_fields=("runs_total",))
-    enqueue.inspection_dispatch_after_commit(inspection.pk)
-    logger.info("inspection %s of %s created with %s runs", inspection.pk, version, total)
-    return inspection
+    now = timezone.now()
+    if not Inspection.objects.filter(
+        pk=inspection_id, status=Inspection.QUEUED, prepared_at__isnull=True, preparer=token
+    ).update(runs_total=total, prepared_at=now, updated_at=now):
+        raise PreparationTaken(inspection_id)
+    enqueue.inspection_dispatch_after_commit(inspection_id)
+    return total
 
 
 def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]]:
@@ -246,8 +336,15 @@ def _deeper_runs(inspection, version, config, samples_of) -> dict[int, list[Run]
 
 
 def inspection_dispatch(*, inspection_id: int) -> int:
-    """Send every queued run of the inspection to the sandbox queue; returns how many."""
+    """Send every queued run of a prepared inspection to the sandbox queue, moving it to
+    running; returns how many."""
     now = timezone.now()
+    # A redelivered dispatch (or a sweep's, of one whose message was lost) sends the queued runs
+    # again, which is safe: runs are claimed. One whose inspection is not prepared yet sends
+    # nothing (the preparation dispatches it when its runs are committed).
+    if not Inspection.objects.filter(pk=inspection_id, prepared_at__isnull=False).exists():
+        logger.info("inspection %s: not prepared yet, nothing to dispatch", inspection_id)
+        return 0
     queued = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED)
     # A function task's first reference runs go first; the rest are held back until they are
     # recorded (lifecycle.inspection_release_held), in whatever order messages are redelivered.

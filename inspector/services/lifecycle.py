@@ -1,6 +1,7 @@
 """The run lifecycle around execution: counting runs done (and queueing the analysis at the last),
-sweeping runs whose lease ran out (from beat, and from every worker's own sweeper), and a
-stopping worker handing back the runs it claimed but has not started."""
+sweeping runs whose lease ran out and inspections that stalled while being prepared, dispatched
+or analysed (from beat, and from every worker's own sweeper), and a stopping worker handing back
+the runs it claimed but has not started."""
 
 from __future__ import annotations
 
@@ -78,6 +79,26 @@ def analysis_alive(inspection_id: int) -> Iterator[None]:
 
     mark()
     with periodically(stall_span().total_seconds() / 3, mark, f"analysis {inspection_id}"):
+        yield
+
+
+@contextlib.contextmanager
+def preparation_alive(inspection_id: int, token: str) -> Iterator[None]:
+    """While a worker makes an inspection's runs (`token`: its claim on the preparation), the
+    inspection's `updated_at` moves every third of the stall span, so no sweeper takes a long
+    preparation (2.5 million runs take minutes) for a lost one and queues it again; if the
+    worker dies, the marks stop and a sweeper does. (On SQLite the preparing transaction
+    holds the database's one write lock, so the marks wait, and so does every sweeper.)"""
+
+    def mark() -> None:
+        Inspection.objects.filter(
+            pk=inspection_id,
+            status=Inspection.QUEUED,
+            prepared_at__isnull=True,
+            preparer=token,
+        ).update(updated_at=timezone.now())
+
+    with periodically(stall_span().total_seconds() / 3, mark, f"preparation {inspection_id}"):
         yield
 
 
@@ -194,6 +215,37 @@ def runs_sweep(*, now=None) -> dict[str, int]:
         ids = list(queued.values_list("pk", flat=True))
         requeued.extend(ids)
         resent += len(ids)
+    # A preparation whose message was lost, or whose worker died making the runs (its marks
+    # stopped): taken back from that worker and queued again. Its transaction never committed,
+    # so it left no runs; a preparation still alive keeps moving `updated_at` and is left alone.
+    unprepared = Inspection.objects.filter(
+        status=Inspection.QUEUED, prepared_at__isnull=True, updated_at__lt=now - stall
+    )
+    reprepared = 0
+    for inspection_id, updated_at in unprepared.values_list("pk", "updated_at"):
+        if not Inspection.objects.filter(
+            pk=inspection_id,
+            status=Inspection.QUEUED,
+            prepared_at__isnull=True,
+            updated_at=updated_at,
+        ).update(preparer="", updated_at=now):
+            continue
+        logger.warning("inspection %s: its preparation stalled; queued again", inspection_id)
+        enqueue.inspection_prepare(inspection_id)
+        reprepared += 1
+    # Prepared, but its dispatch never ran (the message lost, or the worker died between the
+    # commit and sending it): dispatched again (it sends the runs still queued).
+    undispatched = Inspection.objects.filter(
+        status=Inspection.QUEUED, prepared_at__isnull=False, updated_at__lt=now - stall
+    )
+    redispatched = 0
+    for inspection_id, updated_at in undispatched.values_list("pk", "updated_at"):
+        if not Inspection.objects.filter(
+            pk=inspection_id, status=Inspection.QUEUED, updated_at=updated_at
+        ).update(updated_at=now):
+            continue
+        enqueue.inspection_dispatch(inspection_id)
+        redispatched += 1
     stuck = Inspection.objects.filter(status=Inspection.ANALYSING, updated_at__lt=now - stall)
     reanalysed = 0
     for inspection_id, updated_at in stuck.values_list("pk", "updated_at"):
@@ -210,6 +262,8 @@ def runs_sweep(*, now=None) -> dict[str, int]:
         "resent": resent,
         "abandoned": len(abandoned),
         "reanalysed": reanalysed,
+        "reprepared": reprepared,
+        "redispatched": redispatched,
         "locked": locked_out,
     }
 

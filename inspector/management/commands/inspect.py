@@ -36,17 +36,20 @@ class Command(BaseCommand):
         except services.ServiceError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
-            f"Inspection #{inspection.pk} of {version}: {inspection.runs_total} sandbox runs queued."
+            f"Inspection #{inspection.pk} of {version} queued: a worker is preparing its runs."
         )
         if options["wait"]:
             self._follow(inspection, stall_seconds=options["stall_seconds"])
 
     def _follow(self, inspection: Inspection, *, stall_seconds: float) -> None:
-        last_done, last_change = -1, time.monotonic()
+        last_seen, last_change = None, time.monotonic()
         while True:
             inspection.refresh_from_db()
-            if inspection.runs_done != last_done:
-                last_done, last_change = inspection.runs_done, time.monotonic()
+            seen = (inspection.is_preparing, inspection.runs_done)
+            if seen != last_seen:
+                if last_seen is not None and last_seen[0] and not inspection.is_preparing:
+                    self.stdout.write(f"\n{inspection.runs_total} sandbox runs queued.")
+                last_seen, last_change = seen, time.monotonic()
                 self._bar(inspection)
             if inspection.status == Inspection.FINISHED:
                 break
@@ -78,6 +81,10 @@ class Command(BaseCommand):
 
     def _bar(self, inspection: Inspection) -> None:
         width = 40
+        if inspection.is_preparing:
+            self.stdout.write(f"\r[{'.' * width}] preparing the runs (queued)   ", ending="")
+            self.stdout.flush()
+            return
         filled = int(width * inspection.percent / 100)
         line = (
             f"\r[{'#' * filled}{'.' * (width - filled)}] {inspection.runs_done}/"
