@@ -351,6 +351,8 @@ def test_a_running_inspection_shows_a_progress_bar_that_polls_every_second(
     assert progress == {
         "id": running.pk,
         "status": "running",
+        "preparing": False,
+        "phase": "running",
         "runs_done": 10,
         "runs_total": 40,
         "percent": 25,

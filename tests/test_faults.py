@@ -125,12 +125,13 @@ def test_an_inspection_completes_with_every_run_once_when_redis_restarts_midway(
         ]
         version = import_taskset(name="redis-fault", tasks=tasks, samples=[])
         inspection = services.inspection_start(version=version)
-        # The test publishes the dispatch on the test's Redis; the worker does the rest there.
-        # An app of its own, never the current one: the rest of the suite keeps its broker.
+        # The test publishes the preparation on the test's Redis; the worker does the rest
+        # there (the runs, their dispatch). An app of its own, never the current one: the rest
+        # of the suite keeps its broker.
         publisher = Celery(broker=redis.url, set_as_current=False)
         try:
             publisher.send_task(
-                "workers.inspection_dispatch",
+                "workers.inspection_prepare",
                 args=[inspection.pk],
                 queue="default",
                 routing_key="default",
@@ -138,7 +139,8 @@ def test_an_inspection_completes_with_every_run_once_when_redis_restarts_midway(
             )
         finally:
             publisher.close()
-        total = inspection.runs_total
+        wait_for(lambda: not Inspection.objects.get(pk=inspection.pk).is_preparing, 60, "the runs")
+        total = Inspection.objects.get(pk=inspection.pk).runs_total
         wait_for(
             lambda: Run.objects.filter(inspection=inspection, status=Run.DONE).count() > total // 5,
             120,
@@ -201,10 +203,9 @@ def test_the_web_server_keeps_serving_the_queue_during_an_inspection_of_2000_run
     client.force_login(reviewer)
     cookies = "; ".join(f"{k}={v.value}" for k, v in client.cookies.items())
 
-    inspection = services.inspection_start(version=version)
-    from workers.tasks import inspection_dispatch
-
-    inspection_dispatch.delay(inspection.pk)
+    inspection = services.inspection_start(version=version)  # the worker prepares it
+    wait_for(lambda: not Inspection.objects.get(pk=inspection.pk).is_preparing, 60, "the runs")
+    inspection.refresh_from_db()
     assert inspection.runs_total == 2_000
     timings = []
     while True:

@@ -53,6 +53,6 @@ class Command(BaseCommand):
         if not options["no_inspect"]:
             inspection = services.inspection_start(version=version)
             self.stdout.write(
-                f"Inspection #{inspection.pk} queued ({inspection.runs_total} runs); "
-                "the worker picks it up as soon as it starts."
+                f"Inspection #{inspection.pk} queued; the worker prepares its runs and runs "
+                "them as soon as it starts."
             )
