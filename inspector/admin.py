@@ -139,7 +139,15 @@ class SampleAdmin(admin.ModelAdmin):
 
 @admin.register(Inspection)
 class InspectionAdmin(admin.ModelAdmin):
-    list_display = ("id", "version", "status", "runs_done", "runs_total", "created_at")
+    list_display = (
+        "id",
+        "version",
+        "status",
+        "runs_done",
+        "runs_total",
+        "created_at",
+        "prepared_at",
+    )
     list_filter = ("status",)
 
 

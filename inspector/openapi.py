@@ -27,6 +27,12 @@ INSPECTION = {
             "type": "string",
             "enum": ["queued", "running", "analysing", "finished", "failed"],
         },
+        # Queued, its runs still being made by a worker: runs_total is 0 until they are.
+        "preparing": {"type": "boolean"},
+        "phase": {
+            "type": "string",
+            "enum": ["preparing", "queued", "running", "analysing", "finished", "failed"],
+        },
         "runs_done": {"type": "integer", "minimum": 0},
         "runs_total": {"type": "integer", "minimum": 0},
         "percent": {"type": "integer", "minimum": 0, "maximum": 100},
