@@ -49,7 +49,7 @@ def slow_check(seconds: float) -> str:
 
 def start_inspection(import_taskset, settings, *, tasks: int, check_seconds: float) -> Inspection:
     """`tasks` tasks whose check takes `check_seconds` to pass, each run twice as the reference
-    and once as the null probe."""
+    and once as the null probe; its runs made."""
     version = import_taskset(
         name="recovery",
         tasks=[
@@ -60,7 +60,13 @@ def start_inspection(import_taskset, settings, *, tasks: int, check_seconds: flo
     )
     settings.INSPECT_REFERENCE_REPEATS = 2
     settings.INSPECT_PROBES = ["null"]
-    return services.inspection_start(version=version)
+    inspection = services.inspection_start(version=version)
+    # Prepared here, as a worker would (a worker that took the message first makes the runs,
+    # and this call makes none): the tests without a worker work on its runs at once.
+    services.inspection_prepare(inspection_id=inspection.pk, worker="test")
+    wait_for(lambda: not Inspection.objects.get(pk=inspection.pk).is_preparing, 60, "the runs")
+    inspection.refresh_from_db()
+    return inspection
 
 
 def pool_tokens(worker) -> tuple[str, ...]:
@@ -296,7 +302,15 @@ def test_a_sweep_takes_the_other_runs_past_a_row_a_cut_off_worker_holds_and_that
             timeout=30,
             what="a sweep to take the run whose holder went quiet",
         )
-        assert second == {"requeued": 1, "resent": 0, "abandoned": 0, "reanalysed": 0, "locked": 0}
+        assert second == {
+            "requeued": 1,
+            "resent": 0,
+            "abandoned": 0,
+            "reanalysed": 0,
+            "reprepared": 0,
+            "redispatched": 0,
+            "locked": 0,
+        }
         held_run = runs.get(pk=held)
         assert (held_run.status, held_run.worker) == (Run.QUEUED, "gone:1#dead")  # not the write
     finally:
