@@ -233,9 +233,16 @@ def test_a_long_preparation_that_is_still_alive_is_not_prepared_twice(
         return real(inspection_id, token)
 
     monkeypatch.setattr(inspections, "_inspection_runs_create", slow)
-    preparing = threading.Thread(
-        target=services.inspection_prepare, kwargs={"inspection_id": inspection.pk}
-    )
+
+    def prepare() -> None:
+        from django.db import connections
+
+        try:
+            services.inspection_prepare(inspection_id=inspection.pk, worker="long")
+        finally:
+            connections.close_all()
+
+    preparing = threading.Thread(target=prepare)
     preparing.start()
     time.sleep(STALL_SECONDS + 1)
     during = services.runs_sweep()
