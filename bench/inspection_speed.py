@@ -12,8 +12,8 @@ a fresh INSPECTOR_DATA_DIR (SQLite, file-system broker, local sandbox). Printed:
 - runs by kind and outcome, with the sandbox seconds each kind took (copies of one behaviour
   program count once: they carry its time) and how many of them went to runs that waited out a
   limit (a check run's wall clock, a behaviour call's or program's time);
-- the phases, from the worker's log: before the first run (the command, creating the runs,
-  dispatch), the references' first runs (sent first: their times set the samples' and
+- the phases, from the worker's log: preparing the runs (mutants, behaviour inputs, the rows; in
+  a worker), dispatch to the first run, the references' first runs (sent first: their times set the samples' and
   mutants' clocks), the other runs, the analysis.
 
 Run: .venv/bin/python bench/inspection_speed.py [--samples-per-task 10] [--seed 1]
@@ -59,12 +59,16 @@ def phases(log: str) -> dict[str, float]:
     def last(task: str, event: str) -> float:
         return max(log_time(x) for x in lines if f"workers.{task}[" in x and event in x)
 
+    prepared = first("inspection_prepare", "received")
     dispatched = first("inspection_dispatch", "received")
     runs_start = first("runs_execute", "received")
     runs_end = last("runs_execute", "succeeded")
     analysed = last("inspection_analyse", "succeeded")
     released = [log_time(x) for x in lines if "references recorded, dispatched" in x]
-    parts = {"dispatch to the first run": runs_start - dispatched}
+    parts = {
+        "preparing the runs (a worker)": dispatched - prepared,
+        "dispatch to the first run": runs_start - dispatched,
+    }
     if released:  # the references' first runs go first (inspection_dispatch)
         parts["references' first runs"] = released[0] - runs_start
         parts["the other runs"] = runs_end - released[0]
