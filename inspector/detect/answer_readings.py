@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import betaln, expit, gammaln
 
-__all__ = ["DELTA_GRID", "ReadingTest", "difficulty_prior", "reading_test"]
+__all__ = ["DELTA_GRID", "ReadingTest", "difficulty_prior", "logsumexp", "reading_test"]
 
 DELTA_GRID = np.linspace(-6.0, 6.0, 97)
 _EDGE = 1e-6
