@@ -485,3 +485,28 @@ def test_a_question_nobody_solves_in_a_set_whose_solved_questions_are_often_this
 
     assert "unsolvable" not in found
     assert "no_signal" in found  # all twelve wrong: a group filter still drops it
+
+
+def test_the_readings_logsumexp_gives_scipys_bits_with_ties_and_infinities() -> None:
+    import numpy as np
+    from scipy.special import logsumexp as scipys
+
+    from inspector.detect.answer_readings import logsumexp
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        a = rng.normal(0.0, (1.0, 50.0, 1e3)[trial % 3], size=((97,), (7, 97))[trial % 2])
+        if trial % 4 == 1:
+            a[..., 1] = a[..., 2]  # a tie at the largest term, or elsewhere
+            a[..., 2] = a.max()
+        if trial % 5 == 2:
+            a[..., 0] = -np.inf
+        if trial % 7 == 3:
+            a[...] = -np.inf
+        if trial % 11 == 4:
+            a[..., -1] = np.inf
+        for axis, keepdims in ((None, False), (-1, False), (-1, True)):
+            with np.errstate(all="ignore"):
+                ours, theirs = logsumexp(a, axis, keepdims), scipys(a, axis, keepdims=keepdims)
+            assert np.asarray(ours).tobytes() == np.asarray(theirs).tobytes()
+            assert np.shape(ours) == np.shape(theirs)

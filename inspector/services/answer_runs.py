@@ -297,10 +297,13 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
             "version__taskset__name", "task_id", "prompt", "canonical_solution", "corrected_label"
         )
     }
+    verdict_frame = pd.DataFrame.from_records(verdicts, columns=verdict_columns)
+    probe_frame = pd.DataFrame.from_records(probes, columns=probe_columns)
+    del verdicts, probes, add_verdict, add_probe  # the tuples, not kept beside their frames
     analysis = analyse_answers(
         tasks,
-        pd.DataFrame.from_records(verdicts, columns=verdict_columns),
-        pd.DataFrame.from_records(probes, columns=probe_columns),
+        verdict_frame,
+        probe_frame,
         harness_share=settings.ANSWER_HARNESS_FINDING_SHARE,
         harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
         other_questions=other_questions,
