@@ -13,11 +13,12 @@ import os
 import threading
 import time
 
-from docker.errors import DockerException
+from docker.errors import DockerException, NotFound
 
 from workers.sandbox.terminal.engine import ENGINE_ERRORS, tail
 
 GUARD_GRACE_SECONDS = 3.0  # the outer guard kills a container this long after a stage's limit
+SETTLE_SECONDS = 2.0  # the longest wait for a container whose init ended to be marked stopped
 STAGING = "/.inspector-work"  # isolated mode: the agent's work folder lands here first
 SWAP_FAILED = 199  # the isolated verifier's exit status when the work folder cannot be placed
 _SWAP_MARKER = "inspector: cannot put the agent's work folder in place"
@@ -130,7 +131,10 @@ def run_stage(
         output = api.exec_start(exec_id["Id"])
     seconds = time.monotonic() - begin
     window = (wall, time.time())
-    code = api.exec_inspect(exec_id["Id"]).get("ExitCode")
+    try:
+        code = api.exec_inspect(exec_id["Id"]).get("ExitCode")
+    except NotFound:
+        code = None  # the container stopped under the stage and took its execs with it
     if code is None:
         code = -9
     timed_out = guard.fired or (code in (124, 137) and seconds >= limit - 0.05)
@@ -144,6 +148,16 @@ def run_stage(
         "output_tail": tail(text, output_tail_bytes),
         "window": window,  # wall-clock start and end: run() takes it out
     }
+
+
+def settle(api, container_id: str, seconds: float = SETTLE_SECONDS) -> None:
+    """Waits, up to `seconds`, for a container to be marked stopped. The engine ends the execs
+    in a container whose init died a moment before it records the container's exit; an exec
+    made in that moment runs nothing and vanishes with the container."""
+    try:
+        api.wait(container_id, timeout=seconds)
+    except ENGINE_ERRORS:
+        pass  # still running after all: its init is alive
 
 
 def no_stage() -> dict:

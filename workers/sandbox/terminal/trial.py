@@ -35,7 +35,14 @@ from workers.sandbox.terminal.engine import ENGINE_ERRORS
 from workers.sandbox.terminal.images import ImageBuilder
 from workers.sandbox.terminal.rewards import REWARD_JSON, REWARD_TXT, judge
 from workers.sandbox.terminal.source import file_bytes, file_mode, positive_number, relative
-from workers.sandbox.terminal.stages import STAGING, SwapFailed, no_stage, run_stage
+from workers.sandbox.terminal.stages import (
+    GUARD_GRACE_SECONDS,
+    STAGING,
+    SwapFailed,
+    no_stage,
+    run_stage,
+    settle,
+)
 
 DEFAULT_AGENT_TIMEOUT = 600.0
 DEFAULT_VERIFIER_TIMEOUT = 600.0
@@ -192,6 +199,13 @@ class TrialRunner:
 
         # 2. The verifier stage.
         if prepared is None:
+            grace = GUARD_GRACE_SECONDS
+            by_wrapper_clock = agent["timed_out"] and agent["seconds"] < agent_timeout + grace
+            if agent["exit_code"] in (137, -9) and not by_wrapper_clock:
+                # Killed, but not by the wrapper's clock: the agent (or the guard) may have
+                # ended the container's init, which the engine records a moment after the
+                # exec's end.
+                settle(api, agent_id)
             # The copy merges into whatever /tests the agent left, as Harbor's does.
             verifier_id = agent_id
             api.put_archive(
