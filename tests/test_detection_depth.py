@@ -294,6 +294,23 @@ def checks_only(settings) -> None:
 FOREVER = "    while True:\n        pass\n"
 
 
+def one_sample_set(import_taskset, settings, name, completion, *, repeats, run_wall, per_message):
+    """A set of one clamp task (task id clamp/NAME) with one sample, checked only: the sample
+    run `repeats` times under a run limit of `run_wall` s and a short clock of 1 s,
+    `per_message` runs a message."""
+    checks_only(settings)
+    settings.INSPECT_SAMPLE_REPEATS = repeats
+    settings.RUN_WALL_SECONDS = run_wall
+    settings.INSPECT_SAMPLE_WALL_SECONDS = 1
+    settings.RUNS_PER_MESSAGE = per_message
+    task_id = f"clamp/{name}"
+    return import_taskset(
+        name=name,
+        tasks=[clamp_task(task_id, FULL_CHECK)],
+        samples=[{"task_id": task_id, "completion": completion}],
+    )
+
+
 def test_a_mutant_that_loops_forever_is_stopped_at_the_mutant_clock_not_the_runs(
     import_taskset, inspect_now, settings
 ):
@@ -344,16 +361,10 @@ def test_a_sample_that_loops_forever_gets_the_whole_limit_once_then_the_short_cl
 ):
     from inspector import services
 
-    checks_only(settings)
-    settings.INSPECT_SAMPLE_REPEATS = 3
     settings.INSPECT_REFERENCE_REPEATS = 2
-    settings.RUN_WALL_SECONDS = 4
-    settings.INSPECT_SAMPLE_WALL_SECONDS = 1
-    settings.RUNS_PER_MESSAGE = 1  # every run in a message of its own
-    version = import_taskset(
-        name="sample-loops",
-        tasks=[clamp_task("clamp/s", FULL_CHECK)],
-        samples=[{"task_id": "clamp/s", "completion": FOREVER}],
+    # Every run in a message of its own.
+    version = one_sample_set(
+        import_taskset, settings, "loops", FOREVER, repeats=3, run_wall=4, per_message=1
     )
     with django_capture_on_commit_callbacks(execute=True):
         inspection = services.inspection_start(version=version)
@@ -510,16 +521,9 @@ def test_a_slow_right_sample_passes_in_every_repeat_however_its_runs_are_batched
     # one inspection to the next (a false `drift`), and 3 s was within a loaded machine's
     # noise. A sample now gets the short clock only after one of its runs reached the whole
     # limit.
-    checks_only(settings)
-    settings.INSPECT_SAMPLE_REPEATS = 2
-    settings.RUN_WALL_SECONDS = 6
-    settings.INSPECT_SAMPLE_WALL_SECONDS = 1
-    settings.RUNS_PER_MESSAGE = runs_per_message
     slow = "    import time\n    time.sleep(0.45)\n    return max(0, min(10, x))\n"
-    version = import_taskset(
-        name="slow",
-        tasks=[clamp_task("clamp/slow", FULL_CHECK)],
-        samples=[{"task_id": "clamp/slow", "completion": slow}],
+    version = one_sample_set(
+        import_taskset, settings, "slow", slow, repeats=2, run_wall=6, per_message=runs_per_message
     )
     inspection = inspect_now(version)
 

@@ -194,7 +194,7 @@ def answer_runs_record(results: list[tuple[Run, dict]]) -> int:
             recorded[inspection_id] = max(0, cursor.rowcount)
     for inspection_id, count in recorded.items():
         if count:
-            inspection_progress(inspection_id, count)
+            inspection_progress(inspection_id, count, release=False)
     return sum(recorded.values())
 
 

@@ -388,6 +388,7 @@ def runs_record(results: list[tuple[Run, Execution]]) -> int:
     overwriting the newer attempt's result."""
     finished = timezone.now()
     recorded: dict[int, int] = {}
+    firsts: set[int] = set()  # inspections one of whose first reference runs was recorded
     refused: list[Run] = []
     with runs_transaction():
         for run, execution in results:
@@ -407,11 +408,15 @@ def runs_record(results: list[tuple[Run, Execution]]) -> int:
             if updated:
                 run.outcome = str(execution.outcome)
                 recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
+                if run.kind == Run.REFERENCE and run.repeat == 1:
+                    firsts.add(run.inspection_id)
             else:
                 refused.append(run)
     runs_not_recorded(refused)
+    # Held-back runs wait on the first reference runs, so only a batch with one of those may
+    # free them (each batch looks after its commit: the last one to commit sees them all).
     for inspection_id, count in recorded.items():
-        inspection_progress(inspection_id, count)
+        inspection_progress(inspection_id, count, release=inspection_id in firsts)
     return sum(recorded.values())
 
 

@@ -102,7 +102,10 @@ def preparation_alive(inspection_id: int, token: str) -> Iterator[None]:
         yield
 
 
-def inspection_progress(inspection_id: int, count: int = 1) -> None:
+def inspection_progress(inspection_id: int, count: int = 1, *, release: bool = True) -> None:
+    """Count `count` more of an inspection's runs as done: the last one moves it to analysing.
+    `release` says the recorded runs included a first reference run, whose record may free the
+    runs held back behind it; a caller that knows it did not passes False and saves the look."""
     now = timezone.now()
     Inspection.objects.filter(pk=inspection_id).update(
         runs_done=F("runs_done") + count, updated_at=now
@@ -116,7 +119,7 @@ def inspection_progress(inspection_id: int, count: int = 1) -> None:
     ).update(status=Inspection.ANALYSING, updated_at=now)
     if moved:
         enqueue.inspection_analyse(inspection_id)
-    else:
+    elif release:
         inspection_release_held(inspection_id)
 
 
@@ -198,15 +201,9 @@ def runs_sweep(*, now=None) -> dict[str, int]:
         )
     # A broker that lost messages (a worker killed while holding them) leaves runs queued
     # with nobody working on them; sending them again is safe because runs are claimed.
-    stall = stall_span()
-    stalled = Inspection.objects.filter(status=Inspection.RUNNING, updated_at__lt=now - stall)
+    before = now - stall_span()
     resent = 0
-    for inspection_id, updated_at in stalled.values_list("pk", "updated_at"):
-        # Only the sweeper that moves `updated_at` from what it read sends the runs again.
-        if not Inspection.objects.filter(pk=inspection_id, updated_at=updated_at).update(
-            updated_at=now
-        ):
-            continue
+    for inspection_id in _stalled_claimed(before, now, status=Inspection.RUNNING):
         if inspection_release_held(inspection_id):
             continue  # its held-back runs were just sent (their release had been lost)
         queued = Run.objects.filter(inspection_id=inspection_id, status=Run.QUEUED)
@@ -218,41 +215,23 @@ def runs_sweep(*, now=None) -> dict[str, int]:
     # A preparation whose message was lost, or whose worker died making the runs (its marks
     # stopped): taken back from that worker and queued again. Its transaction never committed,
     # so it left no runs; a preparation still alive keeps moving `updated_at` and is left alone.
-    unprepared = Inspection.objects.filter(
-        status=Inspection.QUEUED, prepared_at__isnull=True, updated_at__lt=now - stall
-    )
     reprepared = 0
-    for inspection_id, updated_at in unprepared.values_list("pk", "updated_at"):
-        if not Inspection.objects.filter(
-            pk=inspection_id,
-            status=Inspection.QUEUED,
-            prepared_at__isnull=True,
-            updated_at=updated_at,
-        ).update(preparer="", updated_at=now):
-            continue
+    for inspection_id in _stalled_claimed(
+        before, now, {"preparer": ""}, status=Inspection.QUEUED, prepared_at__isnull=True
+    ):
         logger.warning("inspection %s: its preparation stalled; queued again", inspection_id)
         enqueue.inspection_prepare(inspection_id)
         reprepared += 1
     # Prepared, but its dispatch never ran (the message lost, or the worker died between the
     # commit and sending it): dispatched again (it sends the runs still queued).
-    undispatched = Inspection.objects.filter(
-        status=Inspection.QUEUED, prepared_at__isnull=False, updated_at__lt=now - stall
-    )
     redispatched = 0
-    for inspection_id, updated_at in undispatched.values_list("pk", "updated_at"):
-        if not Inspection.objects.filter(
-            pk=inspection_id, status=Inspection.QUEUED, updated_at=updated_at
-        ).update(updated_at=now):
-            continue
+    for inspection_id in _stalled_claimed(
+        before, now, status=Inspection.QUEUED, prepared_at__isnull=False
+    ):
         enqueue.inspection_dispatch(inspection_id)
         redispatched += 1
-    stuck = Inspection.objects.filter(status=Inspection.ANALYSING, updated_at__lt=now - stall)
     reanalysed = 0
-    for inspection_id, updated_at in stuck.values_list("pk", "updated_at"):
-        if not Inspection.objects.filter(
-            pk=inspection_id, status=Inspection.ANALYSING, updated_at=updated_at
-        ).update(updated_at=now):
-            continue
+    for inspection_id in _stalled_claimed(before, now, status=Inspection.ANALYSING):
         enqueue.inspection_analyse(inspection_id)
         reanalysed += 1
     if requeued:
@@ -266,6 +245,18 @@ def runs_sweep(*, now=None) -> dict[str, int]:
         "redispatched": redispatched,
         "locked": locked_out,
     }
+
+
+def _stalled_claimed(before, now, changes: dict | None = None, **state) -> Iterator[int]:
+    """The inspections in `state` that have not moved since `before`, each claimed by this
+    sweeper: only the one that moves `updated_at` from what it read (applying `changes` with
+    it) gets the inspection, however many sweep at once."""
+    stalled = Inspection.objects.filter(updated_at__lt=before, **state)
+    for inspection_id, updated_at in stalled.values_list("pk", "updated_at"):
+        if Inspection.objects.filter(pk=inspection_id, updated_at=updated_at, **state).update(
+            updated_at=now, **(changes or {})
+        ):
+            yield inspection_id
 
 
 class ImageBuilds:

@@ -100,7 +100,7 @@ def repo_runs_execute(runs: list[Run], *, token: str) -> None:
 
     def execute(run: Run, tag: str) -> dict:
         source = run.task.source
-        mode = run.mode or "isolated"
+        mode = _mode(run)
         if run.kind == Run.LEAK_SCAN:
             return _leak_result(executor.leak_scan(source, tag))
         if run.kind == Run.NOFIX:
@@ -128,8 +128,13 @@ def repo_runs_execute(runs: list[Run], *, token: str) -> None:
         record=_repo_runs_record,
         parallel=settings.SWE_PARALLEL,
         name="swe",
-        mode_of=lambda run: run.mode or "isolated",
+        mode_of=_mode,
     )
+
+
+def _mode(run: Run) -> str:
+    """The mode a repository run is in: its own, or isolated for runs made before modes."""
+    return run.mode or "isolated"
 
 
 def _leak_result(scan: dict) -> dict:
@@ -195,7 +200,7 @@ def _repo_runs_record(results: list[tuple[Run, dict]]) -> int:
                 run.outcome = outcome
                 recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
     for inspection_id, count in recorded.items():
-        inspection_progress(inspection_id, count)
+        inspection_progress(inspection_id, count, release=False)
     return sum(recorded.values())
 
 

@@ -68,7 +68,7 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
     executor = _executor()
 
     def execute(run: Run, tag: str) -> dict:
-        mode = run.mode or TaskSet.FAITHFUL
+        mode = _mode(run)
         if run.kind == Run.REFERENCE:
             return executor.run(run.task.source, tag, mode=mode)
         script = run.sample.completion if run.kind == Run.SAMPLE else None
@@ -85,8 +85,13 @@ def terminal_runs_execute(runs: list[Run], *, token: str) -> None:
         record=_terminal_runs_record,
         parallel=settings.TERMINAL_PARALLEL,
         name="terminal",
-        mode_of=lambda run: run.mode,
+        mode_of=_mode,
     )
+
+
+def _mode(run: Run) -> str:
+    """The mode a terminal run is in: its own, or faithful for runs made before modes."""
+    return run.mode or TaskSet.FAITHFUL
 
 
 def _terminal_runs_record(results: list[tuple[Run, dict]]) -> int:
@@ -122,5 +127,5 @@ def _terminal_runs_record(results: list[tuple[Run, dict]]) -> int:
                 run.outcome = str(result["outcome"])
                 recorded[run.inspection_id] = recorded.get(run.inspection_id, 0) + 1
     for inspection_id, count in recorded.items():
-        inspection_progress(inspection_id, count)
+        inspection_progress(inspection_id, count, release=False)
     return sum(recorded.values())
