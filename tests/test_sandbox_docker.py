@@ -29,6 +29,7 @@ from workers.sandbox.docker import (
     PIDNS_LABEL,
     STARTED_LABEL,
     WORKER_LABEL,
+    DockerChannel,
     DockerSandbox,
     sweep,
 )
@@ -171,6 +172,41 @@ def test_the_runner_is_pid_1_beyond_the_solutions_reach_and_cleans_between_runs(
     assert second.passed, second
 
 
+def test_the_checks_calls_go_straight_to_the_solution_and_nothing_is_left_listening(
+    sandbox, engine, monkeypatch
+):
+    """The two containers of a session share only a network namespace with `lo` in it: the
+    runners meet there once, before any run, and the check's calls then go through pipes,
+    never through the worker; by the time a run starts no socket has a name there."""
+    sent: list[str] = []
+    send = DockerChannel.send
+
+    def spy(self, message):
+        sent.append(message.get("op"))
+        return send(self, message)
+
+    monkeypatch.setattr(DockerChannel, "send", spy)
+    look = (
+        "import os\n"
+        "def add(a, b):\n"
+        "    rows = open('/proc/net/unix').read().splitlines()[1:]\n"
+        "    named = [row.split()[-1] for row in rows if len(row.split()) > 7]\n"
+        "    assert named == [], named\n"
+        "    assert os.listdir('/sys/class/net') == ['lo']\n"
+        "    return a + b\n"
+    )
+    with sandbox.session(TASK, limits=QUICK) as session:
+        first = session.run(look)
+        second = session.run("    return a - b\n")
+        used = in_use(sandbox)
+        modes = {cid: engine.inspect_container(cid)["HostConfig"]["NetworkMode"] for cid in used}
+    assert first.passed, first
+    assert second.outcome is Outcome.FAILED and "AssertionError" in second.stderr_tail
+    assert "call" not in sent and sent.count("start") == 4
+    (solution,) = (cid for cid, mode in modes.items() if mode == "none")
+    assert sorted(modes.values()) == sorted(["none", f"container:{solution}"])
+
+
 def test_a_session_can_serve_the_runs_of_several_tasks(sandbox):
     other = FunctionTask(
         prompt='def neg(x):\n    """-x"""\n',
@@ -310,8 +346,15 @@ def test_how_the_engine_runs_a_container(sandbox, engine):
     sandbox.close()  # other tests of this process may have pooled containers of other limits
     sandbox.warm(QUICK)
     assert sandbox.wait_warm(QUICK)
-    pooled = next(cid for cid, state in sandbox.containers().items() if state == "pool")
-    info = engine.inspect_container(pooled)
+    pooled = [cid for cid, state in sandbox.containers().items() if state == "pool"]
+    modes = {cid: engine.inspect_container(cid)["HostConfig"]["NetworkMode"] for cid in pooled}
+    # The pool keeps sessions' pairs: a solution's container, and a check's in its namespace.
+    solutions = [cid for cid, mode in modes.items() if mode == "none"]
+    assert len(solutions) == sandbox.pool_size
+    assert sorted(mode for mode in modes.values() if mode != "none") == sorted(
+        f"container:{cid}" for cid in solutions
+    )
+    info = engine.inspect_container(solutions[0])
     host, config = info["HostConfig"], info["Config"]
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"] and host["SecurityOpt"][0] == "no-new-privileges"
@@ -431,7 +474,7 @@ def test_a_killed_workers_containers_stop_and_sweep_removes_them(sandbox):
         assert worker.stdout.readline().strip() == "passed"
         time.sleep(0.5)  # let it finish filling its pool
         left = containers_of(f"{socket.gethostname()}:{worker.pid}")
-        assert len(left) == 4  # the session's two containers, and its pool
+        assert len(left) == 6  # the session's two containers, and its pool's two pairs
     finally:
         worker.kill()
         worker.wait()

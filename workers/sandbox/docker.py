@@ -3,7 +3,11 @@
 The isolation unit is one container per sandbox role per session: a `FunctionSession` (the
 runs of one Celery message: one task's, or several tasks' when each run names its task) takes
 one container for the solution's runner and one for the check's, and removes both when it
-closes (or when a run times out; the next run takes fresh ones). Within a session every run is a
+closes (or when a run times out; the next run takes fresh ones). The check's container is
+created in the solution's network namespace (only `lo`): before either runner says ready they
+meet there on an abstract unix socket of a random name and hand over the two pipes that carry
+the check's calls straight to the solution's runner (runner._rendezvous), as the local backend's
+pipes do; the socket is closed before any run, and nothing else of the two is shared. Within a session every run is a
 clean fork of the runner, which kills every other process of its container and empties /tmp,
 /dev/shm and the run's work folder between runs. A container is never handed to another
 session. `run_python` uses a container of its own per program. `run_verifier` too, from the
@@ -41,6 +45,7 @@ import itertools
 import logging
 import os
 import re
+import secrets
 import selectors
 import signal
 import socket
@@ -171,10 +176,13 @@ class _Key:
     memory_bytes: int
     max_processes: int
     file_bytes: int
+    # A session's pair: a solution's container and a check's container in its network
+    # namespace, started and pooled together (see _create_entry).
+    pair: bool = False
 
     @classmethod
-    def of(cls, limits: Limits) -> _Key:
-        return cls(limits.memory_bytes, limits.max_processes, limits.file_bytes)
+    def of(cls, limits: Limits, *, pair: bool = False) -> _Key:
+        return cls(limits.memory_bytes, limits.max_processes, limits.file_bytes, pair)
 
 
 class _Demux:
@@ -365,7 +373,7 @@ class DockerSandbox:
         self._labels = OWNERS.for_process(self._pid)
         self._counter = itertools.count(1)
         self._cond = threading.Condition()
-        self._pools: dict[_Key, deque[_Box]] = {}
+        self._pools: dict[_Key, deque[tuple[_Box, ...]]] = {}  # see _create_entry
         self._creating: dict[_Key, int] = {}
         self._wanted: OrderedDict[_Key, None] = OrderedDict()
         self._live: dict[str, _Box] = {}  # every container this process has and has not removed
@@ -399,9 +407,11 @@ class DockerSandbox:
         except (DockerException, OSError) as exc:
             raise SandboxUnavailable(f"cannot inspect the image {self.image!r}: {exc}") from None
 
-    def _host_config(self, api, key: _Key) -> dict:
+    def _host_config(self, api, key: _Key, network_of: str = "") -> dict:
         return api.create_host_config(
-            network_mode="none",
+            # A session's check container joins its solution container's namespace, which
+            # has only `lo` (see _create_entry).
+            network_mode=f"container:{network_of}" if network_of else "none",
             read_only=True,
             tmpfs={
                 "/tmp": f"size={key.file_bytes},mode=1777",
@@ -423,8 +433,32 @@ class DockerSandbox:
             ipc_mode="private",
         )
 
+    def _create_entry(self, key: _Key, api=None) -> tuple[_Box, ...]:
+        """What the pool keeps for a key: one container, or for a session's pair the solution's
+        container and then the check's, which joins the solution's network namespace (only
+        `lo`; the engine refuses a hostname there). Sharing it lets the two runners meet on an
+        abstract unix socket before their first run and hand over the pipes the check's calls
+        go through (runner._rendezvous), as the local backend's pipes do, instead of each call
+        crossing the engine's attach streams four times. Nothing else is shared: each has its
+        own pid, IPC, mount and UTS namespaces, file systems and limits."""
+        first = self._create(key, api)
+        if not key.pair:
+            return (first,)
+        try:
+            second = self._create(key, api, network_of=first.id)
+        except BaseException:
+            self._destroy(first, api=api)
+            raise
+        return (first, second)
+
     def _create(
-        self, key: _Key, api=None, *, image: str = "", environment: dict | None = None
+        self,
+        key: _Key,
+        api=None,
+        *,
+        image: str = "",
+        environment: dict | None = None,
+        network_of: str = "",
     ) -> _Box:
         """Create, attach and start one container (about 0.25 s, mostly the start)."""
         api = api or self._api
@@ -436,13 +470,13 @@ class DockerSandbox:
                     image or self.image,
                     [self.python, "-I", "-c", _NO_SIGINT + BOOTSTRAP],
                     name=name,
-                    hostname=HOSTNAME,
+                    hostname=None if network_of else HOSTNAME,
                     user=UID,
                     environment=dict(environment or RUNNER_ENV),
                     working_dir=WORK,
                     stdin_open=True,  # with detach=False: StdinOnce, stdin ends with our stream
                     labels=dict(self._labels),
-                    host_config=self._host_config(api, key),
+                    host_config=self._host_config(api, key, network_of),
                 )
                 break
             except docker.errors.APIError as exc:
@@ -477,19 +511,22 @@ class DockerSandbox:
 
     # --- The pool ------------------------------------------------------------------------------
 
-    def warm(self, limits: Limits) -> None:
-        """Keep `pool_size` containers started for these limits (also done on first use)."""
+    def warm(self, limits: Limits, *, pair: bool = True) -> None:
+        """Keep `pool_size` sessions' pairs of containers (with `pair=False`: single
+        containers, for run_python) started for these limits (also done on first use)."""
         if self.pool_size <= 0:
             return
         self._after_fork_check()
         with self._cond:
-            dropped = self._want(_Key.of(limits))
-        for box in dropped:
-            self._destroy(box)
+            dropped = self._want(_Key.of(limits, pair=pair))
+        for entry in dropped:
+            for box in entry:
+                self._destroy(box)
 
-    def _want(self, key: _Key) -> list[_Box]:
-        """Mark a key as in use (caller holds the lock); returns containers of dropped keys."""
-        dropped: list[_Box] = []
+    def _want(self, key: _Key) -> list[tuple[_Box, ...]]:
+        """Mark a key as in use (caller holds the lock); returns the pool entries of dropped
+        keys."""
+        dropped: list[tuple[_Box, ...]] = []
         self._wanted[key] = None
         self._wanted.move_to_end(key, last=False)
         while len(self._wanted) > MAX_POOL_KEYS:
@@ -505,9 +542,13 @@ class DockerSandbox:
         return dropped
 
     def _take(self, limits: Limits) -> _Box:
-        key = _Key.of(limits)
-        stale: list[_Box] = []
-        box = None
+        (box,) = self._take_entry(_Key.of(limits))
+        return box
+
+    def _take_entry(self, key: _Key) -> tuple[_Box, ...]:
+        """A started pool entry for the key (see _create_entry), created now if none waits."""
+        stale: list[tuple[_Box, ...]] = []
+        entry = None
         self._after_fork_check()
         with self._cond:
             if self.pool_size > 0:
@@ -515,19 +556,20 @@ class DockerSandbox:
                 pool = self._pools.get(key, deque())
                 while pool:
                     candidate = pool.popleft()
-                    if candidate.healthy():
-                        box = candidate
+                    if all(box.healthy() for box in candidate):
+                        entry = candidate
                         break
                     stale.append(candidate)
-            if box is not None:
-                self._in_use.add(box.id)
+            if entry is not None:
+                self._in_use.update(box.id for box in entry)
         for old in stale:
-            self._destroy(old)
-        if box is None:
-            box = self._create(key)
+            for box in old:
+                self._destroy(box)
+        if entry is None:
+            entry = self._create_entry(key)
             with self._cond:
-                self._in_use.add(box.id)
-        return box
+                self._in_use.update(box.id for box in entry)
+        return entry
 
     def _refill(self) -> None:
         """The pool's thread: keeps every wanted key at pool_size started containers."""
@@ -557,29 +599,32 @@ class DockerSandbox:
                 if self._closing or key is None:
                     return
                 self._creating[key] = self._creating.get(key, 0) + 1
-            box = None
+            entry = None
             try:
                 if api is None:
                     api = docker.from_env(timeout=API_TIMEOUT).api
-                box = self._create(key, api)
+                entry = self._create_entry(key, api)
                 failures = 0
             except Exception:  # noqa: BLE001 (the thread must go on; the next take creates cold)
                 failures += 1
                 logger.exception("docker sandbox pool: cannot start a container")
             with self._cond:
                 self._creating[key] -= 1
-                if box is not None and not self._closing and key in self._wanted:
-                    self._pools.setdefault(key, deque()).append(box)
-                    box = None
+                if entry is not None and not self._closing and key in self._wanted:
+                    self._pools.setdefault(key, deque()).append(entry)
+                    entry = None
                 self._cond.notify_all()
                 if failures:
                     self._cond.wait(min(30.0, 0.5 * 2**failures))  # back off; close() wakes it
-            if box is not None:
+            for box in entry or ():
                 self._destroy(box, api=api)
 
-    def wait_warm(self, limits: Limits | None = None, timeout: float = 30.0) -> bool:
-        """Wait until the pool for these limits is full (for tests and benchmarks)."""
-        key = _Key.of(limits or Limits())
+    def wait_warm(
+        self, limits: Limits | None = None, timeout: float = 30.0, *, pair: bool = True
+    ) -> bool:
+        """Wait until the pool for these limits (sessions' pairs, or with `pair=False` single
+        containers) is full (for tests and benchmarks)."""
+        key = _Key.of(limits or Limits(), pair=pair)
         deadline = time.monotonic() + timeout
         self._after_fork_check()
         with self._cond:
@@ -657,7 +702,32 @@ class DockerSandbox:
     def session(self, task: FunctionTask | None = None, *, limits: Limits) -> FunctionSession:
         """A solution container and a check container, a clean fork per run; both are removed
         when the session closes or a run times out."""
-        return FunctionSession(self._open_runner, task, limits, one_off=ONE_OFF)
+        return FunctionSession(
+            self._open_runner, task, limits, open_pair=self._open_pair, one_off=ONE_OFF
+        )
+
+    def _open_pair(self, limits: Limits) -> tuple[DockerChannel, DockerChannel]:
+        """A session's two containers (see _create_entry), each runner told the name of the
+        socket on which they meet (runner._rendezvous): random, so no other pair's runner,
+        nor anything that could have run before, knows it."""
+        try:
+            boxes = self._take_entry(_Key.of(limits, pair=True))
+        except ChannelClosed:
+            raise
+        except (DockerException, OSError, SandboxUnavailable) as exc:
+            raise ChannelClosed(f"cannot start a container: {exc}") from None
+        rendezvous = {"name": f"inspector-peer-{secrets.token_hex(16)}"}
+        channels = [DockerChannel(self, box) for box in boxes]
+        try:
+            for channel in channels:
+                channel.init_extra["rendezvous"] = rendezvous
+                channel.send_raw(_frame(RUNNER_SOURCE))
+        except BaseException:
+            for channel in channels:
+                channel.close()
+            raise
+        solution, check = channels
+        return solution, check
 
     def _open_runner(self, role: str, limits: Limits) -> DockerChannel:
         try:

@@ -30,8 +30,7 @@ have stopped it, and empties the work folder, /tmp and /dev/shm, giving them bac
 attributes and times. A run that kills the zygote ends its sandbox: the next run gets a fresh
 one. The check's runner forks its runs' children itself, keeping each task's compiled tests: no
 solution code ever runs in the check's sandbox (what the solution sends is rebuilt as data by
-this file's code), so what its memory holds (tests, and answers on the Docker backend) is out of
-every run's reach.
+this file's code), so what its memory holds (its tasks' tests) is out of every run's reach.
 
 Frames: a 4-byte big-endian length, then UTF-8 JSON. Values cross as tagged JSON, never pickle,
 checked by exact type (a subclass of int with a custom __eq__ is not an int here), and are
@@ -1629,9 +1628,12 @@ class Runner:
         self.limits = init["limits"]
         self.namespace = bool(init.get("pid_namespace", True))
         self.work = init.get("work", "/work")
-        # A pipe pair straight to the other sandbox's runner (local backend): the check's calls
-        # reach the solution's runner without a detour through the worker.
+        # A pipe pair straight to the other sandbox's runner: the check's calls reach the
+        # solution's runner without a detour through the worker. The local backend passes the
+        # pipes in; Docker's two containers of a session make them here (_rendezvous).
         self.peer = init.get("peer")  # [read fd, write fd] or None
+        if init.get("rendezvous"):
+            self.peer = _rendezvous(init["rendezvous"], self.role)
         self.count = 0
         self.child = None
         self.compiled: dict = {}  # the check's side only (see serve)
@@ -2219,6 +2221,55 @@ def _zygote(sock, runner: Runner) -> dict:
             sock.sendall(struct.pack(">i", os.waitstatus_to_exitcode(status)))
         except OSError:
             os._exit(0)
+
+
+def _rendezvous(spec: dict, role: str) -> list[int]:
+    """The Docker backend's direct channel: the two containers of a session share a network
+    namespace (only `lo`, nothing else of each other's), so the check's runner can hand the
+    solution's runner its ends of two pipes (SCM_RIGHTS) through an abstract unix socket named
+    by the worker (`spec["name"]`, random). It runs before either runner says ready, so before
+    anything of a run exists in either container, and the socket is gone again by then: after
+    the one hand-over nothing in either container listens, and the runs talk through pipes as
+    the local backend's do. Returns [read fd, write fd] as the local backend's `peer`."""
+    import socket
+
+    name = "\0" + str(spec["name"])
+    deadline = time.monotonic() + float(spec.get("seconds", 20.0))
+    if role == "check":
+        calls_r, calls_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        for fd in (calls_r, answers_r):
+            os.fchmod(fd, 0)  # not reopenable through /proc (as the local backend's)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(name)
+            listener.listen(1)
+            listener.settimeout(max(0.1, deadline - time.monotonic()))
+            conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(max(0.1, deadline - time.monotonic()))
+            socket.send_fds(conn, [b"p"], [calls_r, answers_w])
+            conn.recv(1)  # the other side's close: both ends have arrived
+        os.close(calls_r)
+        os.close(answers_w)
+        return [answers_r, calls_w]
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(name)
+            break
+        except (ConnectionRefusedError, FileNotFoundError):
+            conn.close()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.002)
+    with conn:
+        conn.settimeout(max(0.1, deadline - time.monotonic()))
+        _, fds, _, _ = socket.recv_fds(conn, 1, 4)
+    if len(fds) != 2:
+        for fd in fds:
+            os.close(fd)
+        raise OSError(f"the rendezvous handed over {len(fds)} descriptors, not 2")
+    return list(fds)
 
 
 def _discard(fd: int) -> None:
