@@ -106,7 +106,9 @@ def platform(tmp: Path, name: str, samples: Path, conc: int, extra: dict[str, st
         counts = collections.Counter(code for flags in flagged.values() for code in flags)
         said = ", ".join(f"{n} {code}" for code, n in sorted(counts.items()))
         row.notes.append(f"flags: {said or 'none'}")
-        row.notes += [f"  {task_id}: {', '.join(flags)}" for task_id, flags in flagged.items()]
+        # Every canonical sample passes, so every task is `no_signal`: only other flags are named.
+        named = [(t, f) for t, f in flagged.items() if set(f) - {"no_signal"}]
+        row.notes += [f"  {task_id}: {', '.join(flags)}" for task_id, flags in named[:20]]
     except SystemExit as exc:  # manage() and start_worker() stop with SystemExit and a message
         row.error = str(exc)[-4000:]
     finally:
@@ -219,7 +221,7 @@ def main() -> None:
             ratio = row.rate / peer.rate
             print(f"{row.name:34}{row.seconds:8.1f}{row.runs:7d}{row.rate:8.1f}{ratio:8.2f}")
         expected = tasks * n
-        targets = {"local": 2.0, "docker warm, pool 2": 0.5}
+        targets = {"local": 2.0, "docker warm, pool 2": 2.0}  # issue 15
         for row in rows:
             if row.name in targets and not row.error:
                 met = "met" if row.rate / peer.rate >= targets[row.name] else "NOT met"

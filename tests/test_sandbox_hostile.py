@@ -1078,3 +1078,71 @@ def test_a_solution_that_raises_a_hostile_exception_fails_and_the_next_run_is_cl
         honest_run_passes(session)
         assert not session.run(WRONG).passed
     assert_host_untouched(sandbox, token)
+
+
+# --- Found by an outside attack on the Docker sessions (2026-12-04) ------------------------------
+
+_COUNTERS = (
+    "\nimport json as _hx_json\n"
+    "def _hx_counters():\n"
+    "    seen = {}\n"
+    "    for path in ('/proc/net/snmp', '/proc/net/netstat'):\n"
+    "        lines = open(path).read().splitlines()\n"
+    "        for names, values in zip(lines[::2], lines[1::2]):\n"
+    "            group = names.split(':')[0]\n"
+    "            for name, value in zip(names.split()[1:], values.split()[1:]):\n"
+    "                seen[group + '.' + name] = int(value)\n"
+    "    return seen\n"
+)
+# 48,879 (0xBEEF) bytes of UDP to itself on `lo`: a number the namespace's counters keep.
+_NOTE_ON_LO = (
+    "if _HX_CONFINED:\n"
+    "    import socket as _hx_socket\n"
+    "    _hx_in = _hx_socket.socket(_hx_socket.AF_INET, _hx_socket.SOCK_DGRAM)\n"
+    "    _hx_in.bind(('127.0.0.1', 0))\n"
+    "    _hx_out = _hx_socket.socket(_hx_socket.AF_INET, _hx_socket.SOCK_DGRAM)\n"
+    "    _hx_out.sendto(b'x' * 48851, _hx_in.getsockname())\n"
+    "    _hx_in.recv(65536)\n"
+    "    _hx_out.close()\n"
+    "    _hx_in.close()\n"
+    "print('HX ' + _hx_json.dumps(_hx_counters()))\n"
+)
+
+
+def test_a_run_cannot_leave_a_note_for_later_runs_in_the_network_counters(
+    sandbox, token: str
+) -> None:
+    # The counters of the sandbox's network namespace outlive every socket of the run that
+    # moved them: a completion that learnt, run after run, which answers the check accepted
+    # kept them there and passed on its 29th run without computing anything.
+    look = HONEST + _COUNTERS + "print('HX ' + _hx_json.dumps(_hx_counters()))\n"
+    with opened(sandbox) as session:
+        before, _ = run(session, look)
+        wrote, _ = run(session, hostile(token, module=_COUNTERS + _NOTE_ON_LO))
+        after, _ = run(session, look)
+    for result in (before, wrote, after):
+        assert result.passed, describe(result)
+    assert report(wrote)["IpExt.OutOctets"] >= report(before)["IpExt.OutOctets"] + 48879
+    assert report(after) == report(before)
+    assert_host_untouched(sandbox, token)
+
+
+def test_a_run_cannot_read_how_much_memory_an_earlier_run_made_the_runner_hold(
+    sandbox, token: str
+) -> None:
+    # The runner's peak memory (VmHWM in its /proc status, readable by a run) kept the size of
+    # the largest answer an earlier run had made it relay.
+    look = HONEST + (
+        "\nimport json, os\n"
+        "stat = open(f'/proc/{os.getppid()}/stat').read()\n"
+        "runner = int(stat.rsplit(')', 1)[1].split()[1])  # the zygote's parent\n"
+        "status = dict(line.split(':', 1) for line in open(f'/proc/{runner}/status'))\n"
+        "print('HX ' + json.dumps(int(status['VmHWM'].split()[0])))\n"
+    )
+    with opened(sandbox) as session:
+        before, _ = run(session, look)
+        heavy, _ = run(session, "    return 'x' * (24 << 20)\n")
+        after, _ = run(session, look)
+    assert before.passed and after.passed, describe(after)
+    assert heavy.outcome is Outcome.FAILED, describe(heavy)
+    assert report(after) < report(before) + 8 * 1024, (report(before), report(after))

@@ -1641,6 +1641,7 @@ class Runner:
         self.zygote: int | None = None
         self.zygote_sock = None
         self.sockets_at_start: int | None = None  # the solution's side: see tidy
+        self.network_at_start: bytes | None = None  # the solution's side: see tidy
         self.born = _process_state()  # see tidy: a run may not change this process's limits
         # The scratch folders as the sandbox made them, read before any run exists.
         self.scratch: dict[str, os.stat_result] = {}
@@ -1920,6 +1921,12 @@ class Runner:
                 # to close) kept memory charged to the sandbox, or data a later run could read
                 # in /proc/net: the sandbox ends, and the session starts the next run afresh.
                 sys.exit("inspector-runner: the run left sockets behind")
+            if self.network_at_start is not None and _network_counters() != self.network_at_start:
+                # The namespace's counters keep what a run sent on `lo` once all its sockets
+                # are gone, where a later run could read it (a run that sent 0xBEEF bytes left
+                # a note the next run read back): the sandbox ends, the next run starts afresh.
+                sys.exit("inspector-runner: the run used the network (its counters changed)")
+            _forget_peak_memory()
         if _process_state() != self.born:
             # A run lowered this process's limits or priority from outside (prlimit(2) on pid
             # 1): the sandbox ends rather than serve later runs that way.
@@ -2379,6 +2386,42 @@ def _sockets_left() -> int:
     return count
 
 
+# The network namespace's cumulative counters: IP, ICMP, UDP and TCP, their extensions, and the
+# interfaces' bytes and packets. Nothing of them dies with the run that moved them.
+NETWORK_COUNTERS = ("/proc/net/snmp", "/proc/net/snmp6", "/proc/net/netstat", "/proc/net/dev")
+
+
+def _network_counters() -> bytes:
+    """The sandbox's network namespace's counters as they read now (see NETWORK_COUNTERS); in
+    a namespace of its own with only `lo`, they move only when something in it uses IP."""
+    parts = []
+    for path in NETWORK_COUNTERS:
+        try:
+            with open(path, "rb") as fh:
+                parts.append(fh.read())
+        except OSError:
+            parts.append(b"-")
+    return b"\0".join(parts)
+
+
+def _forget_peak_memory() -> None:
+    """Reset this process's peak memory (VmHWM in /proc/self/status, which a run can read of
+    pid 1): a run that made the runner hold a large answer left its size there for later runs.
+    A process that is not dumpable does not own its /proc files, so the runner is dumpable for
+    the moment of the write: only between runs, when no process of a run is left."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None).prctl
+    prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+    finally:
+        prctl(4, 0, 0, 0, 0)
+
+
 def _sockets_gone(at_start: int, seconds: float = 0.5) -> bool:
     """Whether the sandbox is back to the sockets it had at start, once every process of the
     run is gone. Closing a unix socket runs the kernel's collector of sockets that are only in
@@ -2471,6 +2514,7 @@ def serve(stdin: int = 0, stdout: int = 1) -> dict | None:
         theirs.close()
         runner.zygote, runner.zygote_sock = zygote, ours
         runner.sockets_at_start = _sockets_left()
+        runner.network_at_start = _network_counters()
     write_frame(stdout, {"op": "ready", "pid": os.getpid()})
     # The runner relays every run itself; no run's child is ever forked from it (the solution's
     # come from the zygote; no solution code runs in the check's sandbox).

@@ -2,9 +2,10 @@
 
 Untrusted code runs inside bubblewrap locally (`bwrap --seccomp FD` reads `bpf_program()`) and
 inside Docker containers in production (`docker_security_opt()`). Both get the same policy:
-every syscall in DENIED fails with EPERM, everything else is allowed, and a syscall made
-through a foreign ABI (x32 or i386 from an x86_64 process, arm32 from aarch64 under bwrap) kills
-the process, so the deny list cannot be sidestepped by switching syscall tables.
+every syscall in DENIED fails with EPERM, everything else is allowed, and the deny list cannot
+be sidestepped by switching syscall tables: under bwrap a syscall made through a foreign ABI
+(x32 or i386 from an x86_64 process, arm32 from aarch64) kills the process; Docker's profile
+names those ABIs (`_DOCKER_ARCHITECTURES`), so there the same calls are refused through them.
 
 What it does NOT do: it is a deny list, not an allow list. It narrows the kernel's attack
 surface (debugging other processes, keyrings, mounts, new namespaces, eBPF, io_uring, System V
