@@ -127,7 +127,6 @@ import math
 import operator
 import os
 import select
-import selectors
 import signal
 import stat
 import struct
@@ -1786,20 +1785,21 @@ class Runner:
     def wait_child_message(self) -> dict | None:
         """Pump the child's output until it sends a frame (returned) or exits (None)."""
         child = self.child
-        sel = child.get("selector")
+        sel = child.get("poller")
         if sel is None:
-            # One selector for the whole run: a call is answered many times per run.
-            sel = child["selector"] = selectors.DefaultSelector()
+            # One poller for the whole run: a call is answered many times per run. poll, not
+            # epoll: made after the run's code has started, it must take no descriptor (a run
+            # that lowered the runner's RLIMIT_NOFILE as it loaded would leave it none).
+            sel = child["poller"] = select.poll()
             for fd in (child["from"], child["out"], child["err"], child["pidfd"]):
                 if fd is not None:
-                    sel.register(fd, selectors.EVENT_READ)
+                    sel.register(fd, select.POLLIN)
             child["open"] = {child["out"], child["err"]}
         open_fds = child["open"]
         if child["exit"] is not None:
             return None
         while True:
-            for key, _ in sel.select():
-                fd = key.fd
+            for fd, _ in sel.poll():
                 if fd == child["from"]:
                     try:
                         message = read_frame(fd)
@@ -1881,8 +1881,6 @@ class Runner:
                     os.waitpid(-1, 0)
                 except ChildProcessError:
                     break
-        if child.get("selector") is not None:
-            child["selector"].close()
         for fd in (child["to"], child["from"], child["out"], child["err"], child["pidfd"]):
             if fd is None:
                 continue
@@ -1957,33 +1955,32 @@ class Runner:
         """A solution run with a peer: answer the check's calls until the worker says end.
         Returns False when the worker is gone."""
         peer_in, peer_out = self.peer
-        sel = selectors.DefaultSelector()
-        sel.register(stdin, selectors.EVENT_READ)
-        sel.register(peer_in, selectors.EVENT_READ)
-        try:
-            while True:
-                for key, _ in sel.select():
-                    if key.fd == stdin:
-                        request = read_frame(stdin)
-                        if request is None:
-                            return False
-                        if request.get("op") != "end":
-                            sys.exit(f"inspector-runner: unexpected {request.get('op')!r}")
-                        write_frame(stdout, {"op": "ended", **self.finish()})
-                        return True
-                    try:
-                        call = read_frame(peer_in)
-                    except (BoundaryError, ValueError):
-                        call = None
-                    if call is None:
-                        sel.unregister(peer_in)  # the check's side is gone; wait for the end
-                        continue
-                    try:
-                        write_frame(peer_out, self.answer(call))
-                    except OSError:
-                        pass
-        finally:
-            sel.close()
+        # poll, not epoll: it takes no descriptor, so a run that lowered the runner's
+        # RLIMIT_NOFILE (prlimit on pid 1) as it loaded cannot keep its calls from being served.
+        poller = select.poll()
+        poller.register(stdin, select.POLLIN)
+        poller.register(peer_in, select.POLLIN)
+        while True:
+            for fd, _ in poller.poll():
+                if fd == stdin:
+                    request = read_frame(stdin)
+                    if request is None:
+                        return False
+                    if request.get("op") != "end":
+                        sys.exit(f"inspector-runner: unexpected {request.get('op')!r}")
+                    write_frame(stdout, {"op": "ended", **self.finish()})
+                    return True
+                try:
+                    call = read_frame(peer_in)
+                except (BoundaryError, ValueError):
+                    call = None
+                if call is None:
+                    poller.unregister(peer_in)  # the check's side is gone; wait for the end
+                    continue
+                try:
+                    write_frame(peer_out, self.answer(call))
+                except OSError:
+                    pass
 
     def supervise(self, stdin: int, stdout: int) -> int:
         """One run: its start, its calls, its end. Returns 0 when the run ended, GONE_EXIT
@@ -2411,7 +2408,10 @@ def _forget_peak_memory() -> None:
     the moment of the write: only between runs, when no process of a run is left."""
     import ctypes
 
-    prctl = ctypes.CDLL(None).prctl
+    try:
+        prctl = ctypes.CDLL(None).prctl
+    except OSError:
+        return
     prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
     try:
         with open("/proc/self/clear_refs", "w") as fh:
