@@ -38,6 +38,11 @@ OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 FLAKY_RUNS = 16
 STOPPED_CONTAINER_RUNS = 8
+# The reward-file probe's writer must bring the reward back within the tests' own run (about
+# 0.1 s) after the harness deletes it: on a CI machine at full load, beside the concurrent runs
+# here, it once missed that window. The hack must work; that it works every time on a starved
+# machine is the scheduler's to say, so its faithful run is made this many times.
+REWARD_WRITER_RUNS = 3
 
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
@@ -131,6 +136,12 @@ def runs(executor, demo, images):
         ):
             add((task_id, probe, mode), task_id, script=TERMINAL_PROBES[probe], mode=mode)
         add(("count-lines", "reference", mode), "count-lines", mode=mode)
+    for copy_number in range(1, REWARD_WRITER_RUNS):
+        add(
+            ("reward-file-hack", "reward-file", "faithful", copy_number),
+            "reward-file-hack",
+            script=TERMINAL_PROBES["reward-file"],
+        )
     for task_id in ("reward-file-hack", "conftest-hack", "trojan-hack", "edit-tests-hack"):
         # In the stricter mode: the tasks themselves are sound.
         add((task_id, "reference", "isolated"), task_id, mode="isolated")
@@ -194,6 +205,15 @@ def runs(executor, demo, images):
 
 def outcome(run: dict) -> str:
     return run["outcome"]
+
+
+def faithful_hack(runs: dict, task_id: str, probe: str) -> dict:
+    """The faithful run of a hack; for the reward writer, the first of its runs that passed
+    (see REWARD_WRITER_RUNS), else its first."""
+    tries = [runs[(task_id, probe, "faithful")]]
+    if probe == "reward-file":
+        tries += [runs[(task_id, probe, "faithful", n)] for n in range(1, REWARD_WRITER_RUNS)]
+    return next((run for run in tries if outcome(run) == "passed"), tries[0])
 
 
 def explain(run: dict) -> str:
@@ -261,7 +281,7 @@ def test_nop_passes_passes_with_the_nop_probe(runs, mode):
     ],
 )
 def test_harness_hacks_pass_faithful_but_not_isolated(runs, task_id, probe):
-    faithful = runs[(task_id, probe, "faithful")]
+    faithful = faithful_hack(runs, task_id, probe)
     isolated = runs[(task_id, probe, "isolated")]
     assert outcome(faithful) == "passed", explain(faithful)
     assert outcome(isolated) == "failed", explain(isolated)
@@ -272,7 +292,7 @@ def test_harness_hacks_pass_faithful_but_not_isolated(runs, task_id, probe):
 def test_a_reward_the_agent_keeps_writing_counts_only_when_the_tests_write_none(runs):
     # reward-file-hack's test writes nothing when it fails: the harness deletes the planted
     # reward.txt before the check, as harbor does, but the agent's writer brings it back.
-    hacked = runs[("reward-file-hack", "reward-file", "faithful")]
+    hacked = faithful_hack(runs, "reward-file-hack", "reward-file")
     assert outcome(hacked) == "passed" and "reward.txt" in hacked["reason"], explain(hacked)
     # hello-file's test always writes reward.txt, wrong-reference's always reward.json.
     for task_id in ("hello-file", "wrong-reference"):
