@@ -1146,3 +1146,41 @@ def test_a_run_cannot_read_how_much_memory_an_earlier_run_made_the_runner_hold(
     assert before.passed and after.passed, describe(after)
     assert heavy.outcome is Outcome.FAILED, describe(heavy)
     assert report(after) < report(before) + 8 * 1024, (report(before), report(after))
+
+
+# --- Found by a second outside attack on run-to-run isolation (2026-12-04) -----------------------
+
+_IOPRIO = (
+    "\nimport ctypes as _hx_ctypes, os as _hx_os\n"
+    "_hx_libc = _hx_ctypes.CDLL(None, use_errno=True)\n"
+    "_HX_GET, _HX_SET = {'x86_64': (252, 251), 'aarch64': (31, 30)}[_hx_os.uname().machine]\n"
+    "_hx_zygote = _hx_os.getppid()\n"
+    "_hx_runner = int(open(f'/proc/{_hx_zygote}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+)
+
+
+def test_a_run_cannot_leave_a_note_for_later_runs_in_the_io_priorities(sandbox, token: str) -> None:
+    # ioprio_set(2) on the runner and the zygote (same uid, the best-effort class needs no
+    # capability) held 26 bits that every later run could read: a completion that kept the
+    # check's accepted answers there passed on its 10th run.
+    write = _IOPRIO + (
+        "if _HX_CONFINED:\n"
+        "    for _hx_pid, _hx_value in ((_hx_zygote, 0x1D37), (_hx_runner, 0x15A2)):\n"
+        "        _hx_libc.syscall(_HX_SET, 1, _hx_pid, (2 << 13) | (_hx_value & 0x1FFF))\n"
+        "print('HX ' + str([_hx_libc.syscall(_HX_GET, 1, p) for p in (_hx_zygote, _hx_runner)]))\n"
+    )
+    look = (
+        HONEST
+        + _IOPRIO
+        + (
+            "print('HX ' + str([_hx_libc.syscall(_HX_GET, 1, p) for p in (_hx_zygote, _hx_runner)]))\n"
+        )
+    )
+    with opened(sandbox) as session:
+        before, _ = run(session, look)
+        wrote, _ = run(session, hostile(token, module=write))
+        honest_run_passes(session)
+        after, _ = run(session, look)
+    assert report(wrote) == [(2 << 13) | 0x1D37, (2 << 13) | 0x15A2], describe(wrote)
+    assert report(after) == report(before), describe(after)
+    assert_host_untouched(sandbox, token)
