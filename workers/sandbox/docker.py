@@ -702,9 +702,7 @@ class DockerSandbox:
     def session(self, task: FunctionTask | None = None, *, limits: Limits) -> FunctionSession:
         """A solution container and a check container, a clean fork per run; both are removed
         when the session closes or a run times out."""
-        return FunctionSession(
-            self._open_runner, task, limits, open_pair=self._open_pair, one_off=ONE_OFF
-        )
+        return FunctionSession(self._open_pair, task, limits, one_off=ONE_OFF)
 
     def _open_pair(self, limits: Limits) -> tuple[DockerChannel, DockerChannel]:
         """A session's two containers (see _create_entry), each runner told the name of the
@@ -728,21 +726,6 @@ class DockerSandbox:
             raise
         solution, check = channels
         return solution, check
-
-    def _open_runner(self, role: str, limits: Limits) -> DockerChannel:
-        try:
-            box = self._take(limits)
-        except ChannelClosed:
-            raise
-        except (DockerException, OSError, SandboxUnavailable) as exc:
-            raise ChannelClosed(f"cannot start a container: {exc}") from None
-        channel = DockerChannel(self, box)
-        try:
-            channel.send_raw(_frame(RUNNER_SOURCE))
-        except ChannelClosed:
-            channel.close()
-            raise
-        return channel
 
     # --- One program ---------------------------------------------------------------------------
 

@@ -274,10 +274,9 @@ class _LocalBase:
     def session(self, task: FunctionTask | None = None, *, limits: Limits) -> FunctionSession:
         """A solution sandbox and a check sandbox, a clean fork per run."""
         return FunctionSession(
-            self._open_runner,
+            self._open_pair,
             task,
             limits,
-            open_pair=self._open_pair,
             one_off={"main_depth": self.ONE_OFF_DEPTH, "main_file": "main.py"},
         )
 

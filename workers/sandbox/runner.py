@@ -2155,18 +2155,26 @@ def _process_state() -> tuple:
 
 # ioprio_get(2) by architecture (no wrapper in Python or glibc).
 _IOPRIO_GET = {"x86_64": 252, "amd64": 252, "aarch64": 31, "arm64": 31, "i686": 290, "i386": 290}
+_IOPRIO_GET_HERE = _IOPRIO_GET.get(os.uname().machine.lower())
+_LIBC = None
+
+
+def _libc():
+    """The C library, loaded once (between runs: a run may leave the runner no descriptor)."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
 
 
 def _io_priority() -> int | None:
     """This process's I/O priority (class and level), or None where it cannot be read."""
-    number = _IOPRIO_GET.get(os.uname().machine.lower())
-    if number is None:
+    if _IOPRIO_GET_HERE is None:
         return None
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.syscall(number, 1, 0))  # IOPRIO_WHO_PROCESS, this process
+        return int(_libc().syscall(_IOPRIO_GET_HERE, 1, 0))  # IOPRIO_WHO_PROCESS, this process
     except (OSError, AttributeError):
         return None
 
@@ -2427,10 +2435,8 @@ def _forget_peak_memory() -> None:
     pid 1): a run that made the runner hold a large answer left its size there for later runs.
     A process that is not dumpable does not own its /proc files, so the runner is dumpable for
     the moment of the write: only between runs, when no process of a run is left."""
-    import ctypes
-
     try:
-        prctl = ctypes.CDLL(None).prctl
+        prctl = _libc().prctl
     except OSError:
         return
     prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE

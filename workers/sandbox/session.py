@@ -169,7 +169,6 @@ class FdChannel(FramedChannel):
         self._why = self._on_close()
 
 
-OpenChannel = Callable[[str, Limits], Channel]
 OpenPair = Callable[[Limits], tuple[Channel, Channel]]
 
 
@@ -196,15 +195,13 @@ class FunctionSession:
 
     def __init__(
         self,
-        open_channel: OpenChannel,
+        open_pair: OpenPair,
         task: FunctionTask | None,
         limits: Limits,
         *,
-        open_pair: OpenPair | None = None,
         one_off: dict | None = None,
     ) -> None:
-        self._open = open_channel
-        # Sandboxes joined to each other are started, and thrown away, together.
+        # The two sandboxes, joined to each other, are started and thrown away together.
         self._open_pair = open_pair
         self.task = task
         self.limits = limits
@@ -225,11 +222,11 @@ class FunctionSession:
             self._drop(role)
 
     def _drop(self, role: str) -> str:
-        if self._open_pair is not None:
-            other = CHECK if role == SOLUTION else SOLUTION
-            partner = self._channels.pop(other, None)
-            if partner is not None:
-                partner.close()
+        # The two sandboxes are joined to each other: both go, and the next run starts a pair.
+        other = CHECK if role == SOLUTION else SOLUTION
+        partner = self._channels.pop(other, None)
+        if partner is not None:
+            partner.close()
         channel = self._channels.pop(role, None)
         if channel is None:
             return ""
@@ -240,11 +237,7 @@ class FunctionSession:
         """Start the sandboxes that are missing, both at once, and wait until they are ready."""
         pending: list[tuple[str, Channel]] = []
         try:
-            if self._open_pair is None:
-                for role in (SOLUTION, CHECK):
-                    if role not in self._channels:
-                        pending.append((role, self._open(role, self.limits)))
-            elif len(self._channels) < 2:
+            if len(self._channels) < 2:
                 self.close()
                 pending.extend(zip((SOLUTION, CHECK), self._open_pair(self.limits), strict=True))
             for role, channel in pending:
