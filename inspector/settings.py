@@ -263,7 +263,7 @@ BEHAVIOUR_TOTAL_SECONDS = envfloat("BEHAVIOUR_TOTAL_SECONDS", "5")
 # costs RUN_WALL_SECONDS once, then this). Never more than RUN_WALL_SECONDS, which every other
 # run keeps. Both are fixed in an inspection's config when it starts (function_runs.
 # run_wall_seconds says why samples are not given a clock from the reference).
-INSPECT_MUTANT_WALL_SECONDS = envfloat("INSPECT_MUTANT_WALL_SECONDS", "2")
+INSPECT_MUTANT_WALL_SECONDS = envfloat("INSPECT_MUTANT_WALL_SECONDS", "1")
 INSPECT_SAMPLE_WALL_SECONDS = envfloat("INSPECT_SAMPLE_WALL_SECONDS", "3")
 for _name in ("INSPECT_MUTANT_WALL_SECONDS", "INSPECT_SAMPLE_WALL_SECONDS"):
     if not 0 < globals()[_name] <= RUN_WALL_SECONDS:

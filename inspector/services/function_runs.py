@@ -146,7 +146,7 @@ def run_wall_seconds(
 
     A mutant: 20 times its task's first reference run (`reference_seconds`; the references'
     first runs are recorded before any mutant is sent, see inspection_dispatch), at least
-    `mutant_wall_seconds` (2 s), at most the run's limit; the run's limit when that reference
+    `mutant_wall_seconds` (1 s), at most the run's limit; the run's limit when that reference
     run did not pass. A mutant runs once, and its verdict only counts it.
 
     A sample: `sample_wall_seconds` (3 s) only once an earlier repeat of it reached its clock
