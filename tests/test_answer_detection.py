@@ -425,7 +425,7 @@ def analysis_votes(s: SetBuilder, key: int):
 
     samples = answers._answer_keys(pd.DataFrame(s.verdicts))
     fit = answers._fit(samples, {t["task_key"] for t in s.tasks}, True, answers.AnswerSettings())
-    return answers._votes_by_task(fit.votes)[key]
+    return answers._votes_by_task(fit.votes).pop(key)
 
 
 def test_a_mislabeled_flag_names_its_models_and_the_effective_number_of_independent_ones() -> None:

@@ -7,9 +7,11 @@ the folder; `analyse` re-runs only the analysis of its latest inspection
 `detect.answers.analyse_answers`) in a fresh process, and prints its seconds (the read and the
 detection apart), seconds per 1,000 questions and peak RSS; `--flags FILE` writes the findings
 (code, task, severity, confidence, explanation, evidence runs and evidence) as JSON lines, for
-comparing two versions of the analysis.
+comparing two versions of the analysis. `build --direct` does not inspect: it prepares the
+inspection's runs as a worker does and writes the verdicts the verifier would give them in SQL
+(see DIRECT), so a 100,000-question database takes minutes instead of hours.
 
-Run: .venv/bin/python bench/answers/analysis_scale.py build DATA_DIR --size 10000
+Run: .venv/bin/python bench/answers/analysis_scale.py build DATA_DIR --size 10000 [--direct]
      .venv/bin/python bench/answers/analysis_scale.py analyse DATA_DIR [--flags out.jsonl]
 """
 
@@ -35,9 +37,47 @@ def _env(folder: Path) -> dict[str, str]:
     return env
 
 
-def build(folder: Path, size: int, samples: int) -> None:
+# `build --direct`: prepares the inspection as a worker does, then gives every run the verdict the
+# verifier would give it, in SQL (the sample's own answer, compared with the label as text; probes
+# earn nothing). No sandbox runs: the 100,000-question database takes minutes, not hours.
+DIRECT = """
+from django.db import connection, transaction
+from inspector.models import Inspection, Run, TaskSet
+from inspector.services.inspections import inspection_prepare, inspection_start
+version = TaskSet.objects.get(name="scale").versions.order_by("-number").first()
+inspection = inspection_start(version=version)
+inspection_prepare(inspection_id=inspection.pk, worker="bench")
+run, task, sample = (m._meta.db_table for m in (Run, Run.task.field.related_model,
+                     Run.sample.field.related_model))
+with transaction.atomic(), connection.cursor() as c:
+    c.execute(f'''UPDATE {run} SET status = 'done', duration = 0.01,
+        outcome = CASE WHEN (SELECT s.answer = t.canonical_solution FROM {sample} s, {task} t
+                             WHERE s.id = {run}.sample_id AND t.id = {run}.task_id)
+                  THEN 'passed' ELSE 'failed' END,
+        detail = (SELECT json_object('status', 'ok', 'extracted', s.answer, 'canonical',
+                  s.answer, 'why', '', 'label', t.canonical_solution)
+                  FROM {sample} s, {task} t WHERE s.id = {run}.sample_id AND t.id = {run}.task_id)
+        WHERE inspection_id = %s AND kind = 'sample' ''', [inspection.pk])
+    c.execute(f'''UPDATE {run} SET status = 'done', duration = 0.01, outcome = 'passed',
+        detail = (SELECT json_object('status', 'ok', 'extracted', t.canonical_solution,
+                  'canonical', t.canonical_solution, 'why', '', 'label', t.canonical_solution)
+                  FROM {task} t WHERE t.id = {run}.task_id)
+        WHERE inspection_id = %s AND kind = 'reference' ''', [inspection.pk])
+    c.execute(f'''UPDATE {run} SET status = 'done', duration = 0.01, outcome = 'failed',
+        detail = json_object('status', 'no_answer', 'extracted', '', 'canonical', '',
+                             'why', 'no final answer', 'label', '')
+        WHERE inspection_id = %s AND kind = 'probe' ''', [inspection.pk])
+total = Run.objects.filter(inspection=inspection).count()
+Inspection.objects.filter(pk=inspection.pk).update(
+    status=Inspection.RUNNING, runs_total=total, runs_done=total)
+print("INSPECTION", inspection.pk, total)
+"""
+
+
+def build(folder: Path, size: int, samples: int, direct: bool = False) -> None:
     """Write, import and inspect; a folder already imported is not imported again, and an
-    inspection stopped half-way (a worker that did not answer) is resumed by a new worker."""
+    inspection stopped half-way (a worker that did not answer) is resumed by a new worker.
+    `direct`: the verdicts are written in SQL (DIRECT), not made by the verifier."""
     from humaneval import start_worker, stop
     from scale import timed_manage
 
@@ -54,6 +94,10 @@ def build(folder: Path, size: int, samples: int) -> None:
         )  # fmt: skip
         (folder / "imported").write_text(f"{seconds:.1f} s, {mb} MB\n")
         print(f"imported {size} questions in {seconds:.1f} s ({mb} MB)", flush=True)
+    if direct:
+        seconds, _, said = timed_manage(env, "shell", "-c", DIRECT)
+        print(f"verdicts written in {seconds:.1f} s: {said.strip().splitlines()[-1]}", flush=True)
+        return
     worker, _ = start_worker(env, 2, folder / "worker.log")
     try:
         if (folder / "inspected").exists():
@@ -165,9 +209,14 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=2000)
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--flags", type=Path, default=None)
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="build: write the verifier's verdicts in SQL instead of inspecting (minutes at 100k)",
+    )
     args = parser.parse_args()
     if args.action == "build":
-        build(args.folder, args.size, args.samples)
+        build(args.folder, args.size, args.samples, args.direct)
     else:
         analyse(args.folder, args.flags)
 

@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -227,10 +227,13 @@ def analyse_answers(
     harness_min_tasks: int = 5,
     settings: AnswerSettings | None = None,
     other_questions: Mapping[Hashable, tuple[str, str]] | None = None,
+    distributions: bool = True,
 ) -> AnswerAnalysis:
     """Flags, stats, harness findings and the answer distribution of every task (see the module
     docstring for the model). `other_questions` (key -> (question, label)) are other sets'
-    questions, for `duplicate` across sets. Findings are sorted by task_key, then severity."""
+    questions, for `duplicate` across sets. Findings are sorted by task_key, then severity.
+    `distributions=False` keeps no task's distribution beyond its own findings' evidence (the
+    platform stores only the findings: about 1 KB a question it would not read)."""
     settings = settings or AnswerSettings()
     tasks = _frame(tasks, TASK_COLUMNS)
     verdicts = _frame(verdicts, VERDICT_COLUMNS)
@@ -260,9 +263,11 @@ def analyse_answers(
     del samples
     fit.votes = fit.votes.iloc[:0]
     for task_key, row in task_rows.items():
-        group = by_task.pop(task_key, [])
+        group = by_task.pop(task_key)
         label_shown = row.label_canonical or row.label
-        distribution[task_key] = _distribution(group, label_shown)
+        shown = _distribution(group, label_shown)
+        if distributions:
+            distribution[task_key] = shown
         stats[task_key] = _stats(task_key, group, label_shown, fit)
         if task_key not in verifiable:
             findings.append(_unverifiable(task_key, row))
@@ -274,8 +279,8 @@ def analyse_answers(
                 task_key,
                 row,
                 group,
-                votes_by_task.pop(task_key, []),
-                distribution[task_key],
+                votes_by_task.pop(task_key),
+                shown,
                 fit,
                 models_known,
                 settings,
@@ -327,7 +332,7 @@ def _frame(data: Any, columns: list[str]) -> pd.DataFrame:
 def _answer_keys(samples: pd.DataFrame) -> pd.DataFrame:
     """Each sample's answer key: _LABEL if correct, its canonical answer if it gave one, else
     None (no answer, a timeout, an error)."""
-    samples = samples.copy()
+    samples = samples.copy(deep=False)  # new columns only: the caller's frame stays as it was
     answered = (samples["status"] == OK) & (samples["canonical"] != "")
     key = samples["canonical"].where(answered, None)
     samples["key"] = key.where(~samples["correct"], _LABEL)
@@ -357,7 +362,9 @@ class _Fit:
 def _fit(
     samples: pd.DataFrame, verifiable: set[int], models_known: bool, settings: AnswerSettings
 ) -> _Fit:
-    answered = samples[samples["answered"]].copy()
+    # Only the columns the vote reads: a copy of every column was a few hundred MB at 100,000
+    # questions.
+    answered = samples.loc[samples["answered"], ["task_key", "run_id", "sample_id", "model", "key"]]
     if models_known:
         answered["voter"] = answered["model"]
     else:
@@ -675,44 +682,91 @@ class _Vote(NamedTuple):
     discount: float  # its share of one independent voice (see `_discount`)
 
 
-def _samples_by_task(samples: pd.DataFrame) -> dict[int, list[_Sample]]:
-    """Plain tuples per task: the per-task rules below loop in Python over a few dozen rows,
-    where pandas would pay its overhead once per task (100,000 tasks)."""
-    by_task: dict[int, list[_Sample]] = {}
-    ordered = samples.sort_values(["task_key", "run_id"], kind="stable")
-    for task_key, *fields in zip(
-        ordered["task_key"].tolist(),
-        ordered["run_id"].astype(int).tolist(),
-        ordered["sample_id"].astype(str).tolist(),
-        ordered["model"].tolist(),
-        ordered["key"].tolist(),
-        ordered["correct"].tolist(),
-        ordered["response_chars"].fillna(0).astype(int).tolist(),
-        strict=True,
-    ):
-        run_id, sample_id, model, key, correct, chars = fields
-        key = key if isinstance(key, str) else None  # pandas gives NaN for "no answer"
-        by_task.setdefault(task_key, []).append(
-            _Sample(run_id, sample_id, model, key, bool(correct), chars)
+class _ByTask:
+    """A frame's rows by task, read one task at a time: `pop(task_key)` makes that task's rows
+    into plain tuples (the per-task rules below loop in Python over a few dozen rows, where
+    pandas would pay its overhead once per task) and lets them go with the task. The rows wait
+    as a few numpy columns (8 bytes a value, the strings shared with the frame); every task's
+    tuples made at once were about 150 bytes a row, 1.6 million rows at 100,000 questions."""
+
+    def __init__(
+        self,
+        task_keys: np.ndarray,
+        columns: list[Any],
+        make: Callable[..., Any],
+        order: np.ndarray | None = None,
+    ) -> None:
+        """`columns`: numpy arrays, or pandas arrays (strings stay in pandas' compact form until
+        their task is read, not one Python object a row); `order`: the rows' order, task keys
+        ascending (default: the frame's order within a task)."""
+        if order is None:
+            order = np.argsort(task_keys, kind="stable")
+        keys = task_keys[order]
+        self._columns = [
+            column[order] if isinstance(column, np.ndarray) else column.take(order)
+            for column in columns
+        ]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else keys
+        ends = np.r_[starts[1:], len(keys)].astype(int)
+        self._spans = dict(
+            zip(
+                keys[starts].tolist(), zip(starts.tolist(), ends.tolist(), strict=True), strict=True
+            )
         )
-    return by_task
+        self._make = make
+
+    def pop(self, task_key: int) -> list:
+        span = self._spans.pop(task_key, None)
+        if span is None:
+            return []
+        start, end = span
+        return [
+            self._make(*row)
+            for row in zip(*(column[start:end].tolist() for column in self._columns), strict=True)
+        ]
 
 
-def _votes_by_task(votes: pd.DataFrame) -> dict[int, list[_Vote]]:
-    by_task: dict[int, list[_Vote]] = {}
-    for task_key, *fields in zip(
-        votes["task_key"].tolist(),
-        votes["voter"].astype(str).tolist(),
-        votes["key"].tolist(),
-        votes["share"].tolist(),
-        votes["rel"].tolist(),
-        votes["weight"].tolist(),
-        votes["support_weight"].tolist(),
-        votes["discount"].tolist(),
-        strict=True,
-    ):
-        by_task.setdefault(task_key, []).append(_Vote(*fields))
-    return by_task
+def _sample(
+    run_id: int, sample_id: str, model: str, key: Any, correct: bool, chars: int
+) -> _Sample:
+    # pandas gives NaN (or None) for "no answer"
+    return _Sample(run_id, sample_id, model, key if isinstance(key, str) else None, correct, chars)
+
+
+def _samples_by_task(samples: pd.DataFrame) -> _ByTask:
+    """Each task's samples, in the order of their runs (the columns are taken in that order,
+    not the whole frame sorted: a copy of every column)."""
+    task_keys = samples["task_key"].to_numpy(dtype=np.int64)
+    run_ids = samples["run_id"].to_numpy(dtype=np.int64)
+    return _ByTask(
+        task_keys,
+        [
+            run_ids,
+            samples["sample_id"].astype(str).array,
+            samples["model"].array,
+            samples["key"].array,
+            samples["correct"].to_numpy(dtype=bool),
+            samples["response_chars"].fillna(0).to_numpy(dtype=np.int64),
+        ],
+        _sample,
+        order=np.lexsort((run_ids, task_keys)),  # stable, as the frame's order within a run
+    )
+
+
+def _votes_by_task(votes: pd.DataFrame) -> _ByTask:
+    """Each task's votes, in the frame's order."""
+    return _ByTask(
+        votes["task_key"].to_numpy(dtype=np.int64),
+        [
+            votes["voter"].astype(str).array,
+            votes["key"].array,
+            *(
+                votes[c].to_numpy(dtype=float)
+                for c in ("share", "rel", "weight", "support_weight", "discount")
+            ),
+        ],
+        _Vote,
+    )
 
 
 def _distribution(group: list[_Sample], label_shown: str) -> list[dict]:

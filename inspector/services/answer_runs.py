@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -198,6 +201,39 @@ def answer_runs_record(results: list[tuple[Run, dict]]) -> int:
     return sum(recorded.values())
 
 
+VERDICT_COLUMNS = [
+    "run_id", "task_key", "sample_id", "model", "status", "extracted", "canonical", "correct",
+    "response_chars",
+]  # fmt: skip
+PROBE_COLUMNS = ["run_id", "task_key", "probe", "status", "extracted", "correct"]
+
+
+_TYPECODES = {"run_id": "q", "task_key": "q", "response_chars": "q", "correct": "b"}
+
+
+def _columns(names: list[str]) -> dict[str, Any]:
+    return {name: array(_TYPECODES[name]) if name in _TYPECODES else [] for name in names}
+
+
+def _frame_of(columns: dict[str, Any]) -> Any:
+    import numpy as np
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            name: (
+                np.frombuffer(values, dtype=np.int8).astype(bool)
+                if name == "correct"
+                else np.frombuffer(values, dtype=np.int64)
+                if isinstance(values, array)
+                else values
+            )
+            for name, values in columns.items()
+        },
+        columns=list(columns),
+    )
+
+
 @dataclass(frozen=True)
 class _TaskFigures:
     """What the queue columns take from an answer-graded task's analysis."""
@@ -235,14 +271,11 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
     else:
         tasks["label"] = []
     tasks = tasks.drop(columns=["uploaded", "corrected"])
-    verdict_columns = [
-        "run_id", "task_key", "sample_id", "model", "status", "extracted", "canonical",
-        "correct", "response_chars",
-    ]  # fmt: skip
-    probe_columns = ["run_id", "task_key", "probe", "status", "extracted", "correct"]
-    verdicts: list[tuple] = []  # tuples, not a dict a row: 1.6 million for 100,000 questions
-    probes: list[tuple] = []
-    add_verdict, add_probe = verdicts.append, probes.append
+    # Columns, not a tuple a row (1.6 million rows for 100,000 questions): numbers and booleans
+    # in typed arrays (8 bytes and 1 a value, no object each), and the strings that repeat
+    # (models, statuses, answers) kept once each (sys.intern): each row's JSON gives new copies.
+    verdicts = _columns(VERDICT_COLUMNS)
+    probes = _columns(PROBE_COLUMNS)
     label_status: dict[int, tuple[str, str]] = {}
     runs_of: dict[int, int] = {}
     rows = (
@@ -260,27 +293,41 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
             "response_chars",
         )
     )
+    intern = sys.intern
+    add_verdict = [verdicts[c].append for c in VERDICT_COLUMNS]
+    add_probe = [probes[c].append for c in PROBE_COLUMNS]
     for pk, task_pk, kind, sample_id, model, probe, outcome, detail, chars in rows.iterator(
         chunk_size=5000
     ):
         runs_of[task_pk] = runs_of.get(task_pk, 0) + 1
         detail = detail or {}
-        status = detail.get("status") or (
-            "sandbox_error" if outcome == "sandbox_error" else "error"
+        status = intern(
+            detail.get("status") or ("sandbox_error" if outcome == "sandbox_error" else "error")
         )
         if kind == Run.REFERENCE:
             label_status[task_pk] = (status, str(detail.get("canonical") or ""))
         elif kind == Run.SAMPLE:
-            add_verdict((
-                pk, task_pk, sample_id, model or "", status,
-                str(detail.get("extracted") or ""), str(detail.get("canonical") or ""),
-                outcome == "passed", int(chars or 0),
-            ))  # fmt: skip
+            for add, value in zip(
+                add_verdict,
+                (
+                    pk, task_pk, sample_id, intern(model or ""), status,
+                    intern(str(detail.get("extracted") or "")),
+                    intern(str(detail.get("canonical") or "")),
+                    outcome == "passed", int(chars or 0),
+                ),
+                strict=True,
+            ):  # fmt: skip
+                add(value)
         elif kind == Run.PROBE:
-            add_probe((
-                pk, task_pk, probe, status, str(detail.get("extracted") or ""),
-                outcome == "passed",
-            ))  # fmt: skip
+            for add, value in zip(
+                add_probe,
+                (
+                    pk, task_pk, intern(probe), status,
+                    intern(str(detail.get("extracted") or "")), outcome == "passed",
+                ),
+                strict=True,
+            ):  # fmt: skip
+                add(value)
     tasks["label_status"] = [label_status.get(k, ("error", ""))[0] for k in tasks["task_key"]]
     tasks["label_canonical"] = [label_status.get(k, ("", ""))[1] for k in tasks["task_key"]]
     # Other sets' questions (their latest versions), for duplicates across sets.
@@ -297,16 +344,18 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
             "version__taskset__name", "task_id", "prompt", "canonical_solution", "corrected_label"
         )
     }
-    verdict_frame = pd.DataFrame.from_records(verdicts, columns=verdict_columns)
-    probe_frame = pd.DataFrame.from_records(probes, columns=probe_columns)
-    del verdicts, probes, add_verdict, add_probe  # the tuples, not kept beside their frames
+    # The frames go to the analysis with no other reference left here, so it can let them go
+    # once it has read them (analyse_answers) instead of holding them to the end.
+    frames = [_frame_of(verdicts), _frame_of(probes)]
+    del verdicts, probes, add_verdict, add_probe
     analysis = analyse_answers(
         tasks,
-        verdict_frame,
-        probe_frame,
+        frames.pop(0),
+        frames.pop(0),
         harness_share=settings.ANSWER_HARNESS_FINDING_SHARE,
         harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
         other_questions=other_questions,
+        distributions=False,
     )
     stats = {}
     for task_pk in tasks["task_key"]:
