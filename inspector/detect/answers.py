@@ -685,9 +685,10 @@ class _Vote(NamedTuple):
 class _ByTask:
     """A frame's rows by task, read one task at a time: `pop(task_key)` makes that task's rows
     into plain tuples (the per-task rules below loop in Python over a few dozen rows, where
-    pandas would pay its overhead once per task) and lets them go with the task. The rows wait
-    as a few numpy columns (8 bytes a value, the strings shared with the frame); every task's
-    tuples made at once were about 150 bytes a row, 1.6 million rows at 100,000 questions."""
+    pandas would pay its overhead once per task) and lets them go with the task. Until then the
+    rows wait as columns: numbers in numpy (8 bytes a value), strings in pandas' own compact
+    arrays. Every task's tuples made at once, each with Python strings of its own, were the
+    analysis's largest object at 100,000 questions (1.6 million rows)."""
 
     def __init__(
         self,
