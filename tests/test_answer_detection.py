@@ -357,6 +357,21 @@ def test_the_distribution_shows_each_answer_with_its_models_and_a_representative
     assert stats.sample_pass_rate == 0.6 and stats.answer_count == 2 and stats.top_answer == "20"
 
 
+def test_the_platform_keeps_no_distributions_yet_finds_the_same_flags_with_the_same_evidence() -> (
+    None
+):
+    s = SetBuilder(clean=20)
+    key = s.task("A shop sells 4 boxes of 5 pens. How many pens?", "24")
+    for model in ("strong-a", "strong-b", "strong-c"):
+        s.samples(key, model, ["20", "20"])
+    kept, light = s.analyse(), s.analyse(distributions=False)
+    assert "mislabeled" in flags_of(kept, key)
+    assert light.distribution == {} and kept.distribution[key][0]["answer"] == "20"
+    assert [(f.task_key, f.code, f.confidence, f.evidence) for f in light.findings] == [
+        (f.task_key, f.code, f.confidence, f.evidence) for f in kept.findings
+    ]
+
+
 def test_unknown_models_pool_as_one_and_still_need_several_voices_for_mislabeled() -> None:
     s = SetBuilder()
     for row in s.verdicts:

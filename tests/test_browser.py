@@ -10,6 +10,7 @@ import os
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.actions.action_builder import ActionBuilder
 from selenium.webdriver.common.by import By
@@ -65,6 +66,22 @@ def browser(chromium, live_server):
 
 def wait(driver, timeout: float = 15) -> WebDriverWait:
     return WebDriverWait(driver, timeout)
+
+
+def left_the_page(element):
+    """A wait condition: the page holding `element` has gone. Selenium's `staleness_of` waits for
+    a stale-element error only; while the old document is being replaced, Chromium can answer
+    "Node with given id does not belong to the document" instead (seen in CI), which means the
+    same."""
+
+    def gone(_driver) -> bool:
+        try:
+            element.is_enabled()
+        except WebDriverException:
+            return True
+        return False
+
+    return gone
 
 
 def screenshot(driver, name: str) -> None:

@@ -169,7 +169,7 @@ def test_a_newcomer_adds_a_reviewer_inspects_real_humaneval_judges_each_flag_and
     button = driver.find_element(By.ID, "inspect")
     button.click()
     # The form posts to the page it is on: wait for the old page to go, not for the address.
-    test_browser.wait(driver, 60).until(EC.staleness_of(button))
+    test_browser.wait(driver, 60).until(test_browser.left_the_page(button))
     button = test_browser.wait(driver, 60).until(EC.presence_of_element_located((By.ID, "inspect")))
     assert driver.current_url == base + "/tasksets/humaneval/"
     assert button.get_attribute("disabled") is not None
