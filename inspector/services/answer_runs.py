@@ -201,13 +201,6 @@ def answer_runs_record(results: list[tuple[Run, dict]]) -> int:
     return sum(recorded.values())
 
 
-VERDICT_COLUMNS = [
-    "run_id", "task_key", "sample_id", "model", "status", "extracted", "canonical", "correct",
-    "response_chars",
-]  # fmt: skip
-PROBE_COLUMNS = ["run_id", "task_key", "probe", "status", "extracted", "correct"]
-
-
 _TYPECODES = {"run_id": "q", "task_key": "q", "response_chars": "q", "correct": "b"}
 
 
@@ -255,7 +248,7 @@ def answer_analysis(inspection: Inspection) -> tuple[AnswerAnalysisResult, dict[
     import pandas as pd
     from django.db.models import OuterRef
 
-    from inspector.detect.answers import analyse_answers
+    from inspector.detect.answers import PROBE_COLUMNS, VERDICT_COLUMNS, analyse_answers
     from inspector.models import Task, TaskSetVersion
 
     tasks = pd.DataFrame.from_records(
