@@ -30,8 +30,16 @@ How harbor runs here, with nothing reaching past loopback:
   and without it raises in Trial.__init__, which aborts the whole job, not just that trial. The
   overlay keeps every task offline anyway. The platform reads the original folders.
 
+Cold image caches (--cold, issue 15's terms): before harbor's oracle row of each overlay and
+before each platform row, every image either side built is removed (harbor's `hb__*`, the
+platform's `inspector-task:*`) with the engine's build cache (`docker builder prune -af`) and
+dangling layers, so each side builds its task images from the base image, the one image both
+Dockerfiles start FROM (`inspector-sandbox:bookworm`, built locally by bin/docker-up: there is no
+registry to pull it from, so it is kept). Harbor's nop row after its oracle row then finds the
+images its oracle row built, as the platform's later runs find the images its first runs built.
+
 Run: .venv/bin/python bench/terminal.py [--tasks inspector/demo/terminal] [--concurrency 4]
-     [--skip-harbor] [--skip-platform] [--like-for-like] [--keep]
+     [--skip-harbor] [--skip-platform] [--like-for-like] [--cold] [--keep]
 """
 
 from __future__ import annotations
@@ -250,6 +258,36 @@ def harbor_means(stats: dict) -> str:
     return "; ".join(out) or "none"
 
 
+# --- cold caches --------------------------------------------------------------------------------
+
+# The images the two sides build: harbor tags `hb__<trial environment>`, the platform
+# `inspector-task:<context hash>` (workers/sandbox/terminal/images.py).
+BUILT_IMAGE = re.compile(r"^(hb__[^:]*|inspector-task):")
+
+
+def clear_image_caches() -> str:
+    """Remove every image either side built, the build cache and dangling layers; say what went."""
+    listed = subprocess.run(
+        ["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    built = [name for name in listed if BUILT_IMAGE.match(name)]
+    if built:
+        subprocess.run(["docker", "image", "rm", "-f", *built], capture_output=True, check=True)
+    pruned = subprocess.run(
+        ["docker", "builder", "prune", "-af"], capture_output=True, text=True
+    ).stdout.strip().splitlines()  # fmt: skip
+    subprocess.run(["docker", "image", "prune", "-f"], capture_output=True, check=True)
+    left = subprocess.run(
+        ["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    if any(BUILT_IMAGE.match(name) for name in left):
+        raise SystemExit(f"--cold: built images are still on the engine: {left}")
+    freed = pruned[-1] if pruned else "build cache: nothing"
+    return f"cold caches: {len(built)} built images removed; {freed}; left: {', '.join(left)}"
+
+
 # --- platform -----------------------------------------------------------------------------------
 
 
@@ -329,6 +367,11 @@ def main() -> None:
         action="store_true",
         help="also run the platform with one reference run and the nop probe per task",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="remove both sides' built images and the build cache before each side's rows",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
     tasks = (
@@ -345,6 +388,8 @@ def main() -> None:
     if os.getloadavg()[0] > (os.cpu_count() or 1):
         print("note: the machine is already busy; the wall times below will be noisy")
     print(f"{len(folders)} task folders in {tasks}: {', '.join(folders)}; concurrency {conc}")
+    caches = "cold: each side builds its images first" if args.cold else "as found on the engine"
+    print(f"image caches: {caches}")
     tmp = Path(tempfile.mkdtemp(prefix="bench-terminal-"))
     rows: list[Row] = []
     harbor_rows: dict[tuple[str, str], Row] = {}
@@ -368,6 +413,8 @@ def main() -> None:
             for variant, overlay in overlays.items():
                 for agent in ("oracle", "nop"):
                     name = f"harbor {agent}, {variant}"
+                    if args.cold and agent == "oracle":
+                        print(clear_image_caches(), flush=True)
                     print(f"running {name} ...", flush=True)
                     row = run_harbor(harbor, prefix, copy, jobs, name, agent, conc, overlay)
                     harbor_rows[(agent, variant)] = row
@@ -378,6 +425,8 @@ def main() -> None:
                 like = {"TERMINAL_REFERENCE_REPEATS": "1", "TERMINAL_PROBES": "nop"}
                 runs.append(("platform, reference x1 + nop", like))
             for name, extra in runs:
+                if args.cold:
+                    print(clear_image_caches(), flush=True)
                 print(f"running {name} ...", flush=True)
                 rows.append(platform(tmp, name, tasks, conc, extra))
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -391,7 +440,8 @@ def main() -> None:
             for variant in ("offline overlay", "+init, grace 2s")
         }
         table = rows + [r for r in both.values() if r]
-        print(f"\nTerminal tasks: {len(folders)} folders, total concurrency {conc}")
+        print(f"\nTerminal tasks: {len(folders)} folders, total concurrency {conc}, "
+              f"image caches {'cold' if args.cold else 'as found'}")  # fmt: skip
         print(f"{'':40}{'runs':>6}{'errors':>8}{'wall s':>9}{'runs/min':>10}")
         for row in table:
             if row.error:
