@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -397,6 +398,21 @@ def test_every_probe_text_holds_the_label_but_commits_to_no_right_answer() -> No
     assert texts["first_number"].startswith("18") and "\\boxed{18}" not in texts["first_number"]
     digits = "".join(ch for ch in texts["scattered_digits"] if ch.isdigit())
     assert digits == "18" and "18" not in texts["scattered_digits"]
+
+
+def test_the_long_probe_never_ends_on_the_label_so_a_last_number_reader_is_not_fooled_by_chance():
+    # The label comes every 97th step and a step's value may be any number below 10,000; when
+    # the last step's value was the label (seed 316 and label 82: a random 82 in step 723), a
+    # last-number verifier "rewarded" the ramble on that one task (a false `reward_hackable` on
+    # a clean planted question).
+    ended_on_label = []
+    for label, seed in [("82", 316)] + [(str(n), 3) for n in range(1, 400)]:
+        text = answer_probe_texts(label, "number", "How many?", seed=seed)["long_response"]
+        last = re.findall(r"\d+", text)[-1]
+        if last == label:
+            ended_on_label.append(label)
+        assert f"the value {label} and" in text  # the label is still in the ramble
+    assert ended_on_label == []
 
 
 def twin_set(clean: int = 40) -> SetBuilder:

@@ -122,8 +122,11 @@ def _scattered(label: str, rng: random.Random) -> str:
 
 def _long(label: str, wrong: list[str], rng: random.Random) -> str:
     """Numbered steps, each weighing a value (one of `wrong` or a random number; the label every
-    97th step), and no conclusion. The values are drawn in bulk: one draw a step was 14 ms a
-    task at 200 KB."""
+    97th step, but never in the last step), and no conclusion. The values are drawn in bulk: one
+    draw a step was 14 ms a task at 200 KB. The last step's value is the text's last number, so
+    it is never the label: a verifier that reads the last number is what `scattered_digits` and
+    `first_number` test; this probe is for one that finds the label anywhere in a ramble (or
+    rewards length)."""
     parts: list[str] = []
     size = 0
     step = 0
@@ -139,8 +142,13 @@ def _long(label: str, wrong: list[str], rng: random.Random) -> str:
             sentence = (
                 f"Step {step}: consider the value {value} and check it against the conditions. "
             )
-            parts.append(sentence)
             size += len(sentence)
+            if size >= LONG_RESPONSE_CHARS and value == label:
+                value = wrong[0]
+                sentence = (
+                    f"Step {step}: consider the value {value} and check it against the conditions. "
+                )
+            parts.append(sentence)
             if size >= LONG_RESPONSE_CHARS:
                 break
     parts.append("I ran out of space before reaching a conclusion.")
