@@ -365,7 +365,8 @@ def test_how_the_engine_runs_a_container(sandbox, engine):
     assert host["PidsLimit"] == QUICK.max_processes
     assert host["Memory"] == host["MemorySwap"] == QUICK.memory_bytes
     assert host["NanoCpus"] == 1_000_000_000 and host["LogConfig"]["Type"] == "none"
-    assert set(host["Tmpfs"]) == {"/tmp", "/work"}
+    assert set(host["Tmpfs"]) == {"/tmp", "/work", "/sys/fs/cgroup"}
+    assert host["Tmpfs"]["/sys/fs/cgroup"].startswith("ro,")  # no cgroup counter in sight
     assert config["User"] == "65534:65534" and config["WorkingDir"] == "/work"
     assert sorted(config["Env"]) == sorted(f"{k}={v}" for k, v in RUNNER_ENV.items())
     assert config["Labels"][LABEL] == "1" and config["Labels"][WORKER_LABEL] == WORKER

@@ -891,3 +891,36 @@ def test_a_mess_the_clean_up_cannot_undo_in_time_costs_the_next_run_nothing(
         assert after.passed, f"the next honest run: {describe(after)}"
         assert not session.run("    return a - b\n", task=TASK).passed
     assert_host_untouched(sandbox, token)
+
+
+def test_a_run_sees_no_cgroup_counters_that_earlier_runs_of_its_session_moved(
+    sandbox, token: str
+) -> None:
+    # A container's cgroup files (its memory peak, CPU time, page faults, pids) outlive every
+    # run of a session: a run that allocates a chosen amount leaves a number the next run reads
+    # (the memory peak only grows, so a slow channel, but one). No run sees /sys/fs/cgroup.
+    secret = uuid.uuid4().hex
+    writer = f"    return {secret!r}\n" + prelude_free(
+        "_held = bytearray(24 << 20)\n"  # moves the memory peak by 24 MiB
+        "for _at in range(0, len(_held), 4096):\n"
+        "    _held[_at] = 1\n"
+        "del _held\n"
+    )
+    reader = (
+        "    import glob, json\n"
+        "    seen = []\n"
+        "    for path in sorted(glob.glob('/sys/fs/cgroup/**', recursive=True))[:2000]:\n"
+        "        name = path.rsplit('/', 1)[-1]\n"
+        "        if not name.startswith(('memory.', 'cpu', 'pids.')):\n"
+        "            continue\n"
+        "        try:\n"
+        "            seen.append([path, open(path).read(60)])\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    print('HX', json.dumps(seen[:8]), flush=True)\n"
+        f"    return {secret!r} if seen else None\n"
+    )
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret)
+    assert not result.passed, describe(result)
+    assert report(result) == []
+    assert_host_untouched(sandbox, token)
