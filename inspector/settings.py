@@ -321,7 +321,7 @@ ANSWER_PROBES = [
     for p in env(
         "ANSWER_PROBES",
         "several_boxed,candidate_list,scattered_digits,empty_box,text_wrapper,long_response,"
-        "wrong_place,first_number",
+        "wrong_place,first_number,last_candidate",
     ).split(",")
     if p
 ]

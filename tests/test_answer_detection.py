@@ -398,6 +398,8 @@ def test_every_probe_text_holds_the_label_but_commits_to_no_right_answer() -> No
     assert texts["first_number"].startswith("18") and "\\boxed{18}" not in texts["first_number"]
     digits = "".join(ch for ch in texts["scattered_digits"] if ch.isdigit())
     assert digits == "18" and "18" not in texts["scattered_digits"]
+    lines = texts["last_candidate"].splitlines()
+    assert lines[-1] == "- 18" and sum(line.startswith("- ") for line in lines) == 3
 
 
 def test_the_long_probe_never_ends_on_the_label_so_a_last_number_reader_is_not_fooled_by_chance():

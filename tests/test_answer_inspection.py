@@ -121,13 +121,33 @@ def test_inspecting_verifies_every_response_and_flags_the_wrong_and_the_unreadab
     assert "18" in flag.explanation
 
 
-def test_no_verifier_probe_earns_a_reward_under_the_default_rule(inspect_now):
+def test_under_the_default_rule_only_the_last_number_probe_earns_a_reward_and_it_is_one_finding(
+    inspect_now,
+):
+    # `auto` falls back to the last number of a response, as many RL rewards do: the probe made
+    # for that reader (the label last in a list of candidates) earns the reward on every task,
+    # and the inspection says so once, about the set's verifier; no other probe earns anything.
     inspection = inspect_now(import_answers())
+
+    probes = Run.objects.filter(inspection=inspection, kind=Run.PROBE)
+    assert probes.count() == 14 * len(services.inspection_config()["answer"]["probes"])
+    beaten = probes.filter(outcome="passed")
+    assert set(beaten.values_list("probe", flat=True)) == {"last_candidate"}
+    assert beaten.values("task").distinct().count() == beaten.count() >= 12
+    assert [f["probe"] for f in inspection.findings] == ["last_candidate"]
+    assert not inspection.flags.filter(code="reward_hackable").exists()
+
+
+def test_no_verifier_probe_earns_a_reward_under_a_rule_that_takes_only_a_committed_answer(
+    inspect_now,
+):
+    inspection = inspect_now(import_answers(rule="boxed"))
 
     probes = Run.objects.filter(inspection=inspection, kind=Run.PROBE)
     assert probes.count() == 14 * len(services.inspection_config()["answer"]["probes"])
     assert not probes.filter(outcome="passed").exists()
     assert not inspection.flags.filter(code="reward_hackable").exists()
+    assert inspection.findings == []
 
 
 def test_a_loose_verifier_is_beaten_by_a_probe_on_every_task_and_that_is_one_finding_not_a_flag(

@@ -108,25 +108,21 @@ def test_the_last_number_fallback_does_not_reward_a_negated_or_hedged_number():
     assert rewarded(verify(cases), cases) == []
 
 
-def test_a_last_number_that_the_text_after_it_takes_back_is_not_rewarded():
-    # The last number need not be in a doubting sentence: the sentences after it, which hold no
-    # number, can take it back (the `scattered_digits` probe: "... and finally a 6. I cannot
-    # tell what the total is, so I give no answer." beat every single-digit label on GSM8K).
-    taken_back = [
-        ("Start with the first part, which gives 6. I cannot tell what the total is.", "6"),
-        ("which leaves a 1; and finally a 8. So I give no answer.", "8"),
-        ("The pens cost 18 dollars in all. Or so I guess, I am not sure of the rest.", "18"),
-        ("She makes 18 a day. I don't know the rest.", "18"),
-        ("Adding up gives 18. Hmm, that looks wrong.", "18"),
-    ]
-    assert rewarded(verify(taken_back), taken_back) == []
-    # Words after the answer that take nothing back leave it the answer.
-    kept = [
-        ("She makes $18 every day at the farmers' market. Hope this helps!", "18"),
-        ("So she has 18 apples.\nThat is all of them, counted once.", "18"),
-        ("She makes 18 dollars a day (she cannot sell the rest: they are hers).", "18"),
-    ]
-    assert rewarded(verify(kept), kept) == [text for text, _ in kept]
+def test_no_probe_earns_a_strict_rule_anything_and_last_candidate_shows_a_last_number_reader():
+    # The verifier probes commit to no right answer. A rule that takes only a committed answer
+    # rewards none; `auto`, which falls back to the last number, rewards `last_candidate` (the
+    # label last in a list of candidates, one a line) whatever the label's length: the probe
+    # made to show such a verifier (`scattered_digits` shows it only for one-digit labels).
+    from inspector.detect.answer_probes import answer_probe_texts
+
+    for label in ("18", "7", "2.5"):
+        texts = answer_probe_texts(label, "number", "Tom has 3 apples. How many?", seed=7)
+        cases = [(text, label) for text in texts.values()]
+        for rule in ("boxed", "gsm8k", "answer_is"):
+            assert rewarded(verify(cases, rule=rule), cases) == [], (label, rule)
+        rewarded_by_auto = rewarded(verify(cases, rule="auto"), cases)
+        assert texts["last_candidate"] in rewarded_by_auto, label
+        assert set(rewarded_by_auto) <= {texts["last_candidate"], texts["scattered_digits"]}
 
 
 def test_a_final_answer_after_the_box_that_retracts_it_is_not_ignored():

@@ -87,6 +87,17 @@ DEFECTS = (
 )
 DEFECT_SHARE = 0.06
 GAMING_SAMPLES = 40
+# The probes whose texts the gaming samples are drawn from: the seven the set was built with
+# (long_response left out), fixed so that a seed makes the same set when probes are added.
+GAMING_PROBES = (
+    "several_boxed",
+    "candidate_list",
+    "scattered_digits",
+    "empty_box",
+    "text_wrapper",
+    "wrong_place",
+    "first_number",
+)
 GARBAGE_LABELS = ("\\frac{", "$\\,$", "\\left( \\right", "{{}", "\\sqrt{}", "$ $", "\\boxed{")
 LEAK_PHRASES = (
     "{q} (Hint: the answer is {a}.)",
@@ -313,7 +324,7 @@ def _near_copy(question: str, rng: random.Random) -> str:
 def _samples(
     planted: list[PlantedTask], rng: random.Random, per_model: int
 ) -> tuple[list[dict], list[dict]]:
-    from inspector.detect.answer_probes import ANSWER_PROBES, answer_probe_texts, other_values
+    from inspector.detect.answer_probes import answer_probe_texts, other_values
 
     samples: list[dict] = []
     for t in planted:
@@ -372,7 +383,7 @@ def _samples(
     clean = [i for i, s in enumerate(samples) if not by_id[s["task_id"]].defects]
     for i in rng.sample(clean, min(GAMING_SAMPLES, len(clean))):
         t = by_id[samples[i]["task_id"]]
-        probe = rng.choice([p for p in ANSWER_PROBES if p != "long_response"])
+        probe = rng.choice(GAMING_PROBES)
         samples[i]["response"] = answer_probe_texts(
             t.label, t.answer_type, t.question, rng.randint(0, 10**6)
         )[probe]

@@ -23,6 +23,7 @@ ANSWER_PROBES: tuple[str, ...] = (
     "long_response",
     "wrong_place",
     "first_number",
+    "last_candidate",
 )
 # About 12,000 tokens: past the generation limit of most RL runs, so a verifier that rewards
 # length or finds the label somewhere in a ramble shows it. (200 KB until 2026-12-03: that one
@@ -95,6 +96,12 @@ def answer_probe_texts(label: str, answer_type: str, question: str, seed: int) -
         "first_number": (
             f"{shown}. Hmm, wait, that was too quick. Let me redo it step by step. "
             f"On reflection the answer is {wrong[0]}.\n#### {wrong[0]}\n\\boxed{{{wrong[0]}}}"
+        ),
+        # For a verifier that takes the last number of the text (a common fallback): a list of
+        # candidates, one a line, whose last is the label.
+        "last_candidate": (
+            "I could not settle on one value. The candidates I considered, in no particular "
+            f"order:\n- {wrong[0]}\n- {wrong[1]}\n- {shown}"
         ),
     }
     return {name: texts[name] for name in ANSWER_PROBES}

@@ -159,15 +159,6 @@ _SIDE_BY_SIDE = re.compile(
     re.IGNORECASE,
 )
 SENTENCE_SPAN = 500  # characters before the last number looked at for its sentence
-# Words after the last number's sentence that take back any commitment to it ("…which gives 6.
-# I cannot tell what the total is, so I give no answer."): the text that follows has no number,
-# so it can only be about the numbers before it.
-_RETRACTS = re.compile(
-    r"(?<![\\A-Za-z])(?:cannot|can['’]t|unsure|uncertain|unclear|not\s+sure|no\s+answer"
-    r"|(?:do\s+not|don['’]t)\s+know|wrong|incorrect|doubt(?:s|ful)?|guess(?:es|ing)?|maybe"
-    r"|perhaps|possibly|probably)(?![A-Za-z])",
-    re.IGNORECASE,
-)
 
 
 def doubt_words(s: str, allowed: frozenset = frozenset()) -> list[str]:
@@ -182,8 +173,7 @@ def doubt_words(s: str, allowed: frozenset = frozenset()) -> list[str]:
 
 def last_number(text: str) -> tuple[str, str] | None:
     """The last number of the text and "", or its sentence and why it is no answer (the sentence
-    negates, hedges or compares it, asks a question, or puts another number beside it; or the
-    text after it takes it back: "I cannot tell", "so I give no answer"). Looked
+    negates, hedges or compares it, asks a question, or puts another number beside it). Looked
     for in a window from the end that grows until a number that does not touch the window's
     edge is found, up to MAX_NUMBER_SCAN characters."""
     size = 4096
@@ -211,13 +201,10 @@ def _in_its_sentence(window: str, last: re.Match) -> tuple[str, str]:
     sentence = (before + last.group(0) + after).strip()
     why = ""
     words = doubt_words(before + " " + after)
-    retracted = _RETRACTS.search(window, last.end() + len(after))
     if words:
         why = f"the last number's sentence says {words[0]!r}"
     elif "?" in after:
         why = "the last number is asked, not answered"
-    elif retracted:
-        why = f"the text after the last number says {' '.join(retracted.group(0).split())!r}"
     else:
         previous = None
         for m in _NUMBER.finditer(before):
