@@ -924,3 +924,110 @@ def test_a_run_sees_no_cgroup_counters_that_earlier_runs_of_its_session_moved(
     assert not result.passed, describe(result)
     assert report(result) == []
     assert_host_untouched(sandbox, token)
+
+
+def test_the_access_times_of_dev_carry_nothing_to_the_next_task(sandbox, token: str) -> None:
+    # Following or reading a symbolic link of /dev (stdin, stdout, stderr, fd) stamps its access
+    # time, which nothing resets: a writer reads the links its secret's bits choose, and a
+    # later run compares their times (an outside attack read 6 bits a run this way, on Docker).
+    secret = uuid.uuid4().hex
+    links = ["/dev/stdin", "/dev/stderr", "/dev/fd"]
+    writer = f"    return {secret!r}\n" + prelude_free(
+        "import os as _os\n"
+        f"for _link in {links[:2]!r}:\n"
+        "    try:\n"
+        "        _os.readlink(_link)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    reader = (
+        "    import json, os\n"
+        "    def atime(path):\n"
+        "        try:\n"
+        "            return os.lstat(path).st_atime_ns\n"
+        "        except OSError:\n"
+        "            return None\n"
+        "    base = atime('/dev/stdout')\n"
+        f"    ages = [atime(p) for p in {links!r}]\n"
+        "    newer = [a is not None and base is not None and a - base > 1_000_000 for a in ages]\n"
+        "    print('HX', json.dumps(newer), flush=True)\n"
+        f"    return {secret!r} if newer[:2] == [True, True] and not newer[2] else None\n"
+    )
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret)
+    assert not result.passed, describe(result)
+    assert report(result) in ([False, False, False], [])
+    assert_host_untouched(sandbox, token)
+
+
+# Names under /proc/sys/kernel that both backends show; a bit of the secret each.
+_PROC_NAMES = [
+    "cap_last_cap", "core_pattern", "core_pipe_limit", "core_uses_pid", "ctrl-alt-del",
+    "dmesg_restrict", "domainname", "hostname", "kptr_restrict", "max_lock_depth", "msgmax",
+    "msgmnb", "msgmni", "ngroups_max", "osrelease", "ostype",
+]  # fmt: skip
+
+
+def test_the_creation_times_of_proc_entries_carry_nothing_to_the_next_task(
+    sandbox, token: str
+) -> None:
+    # The kernel stamps a /proc entry's inode when anything first looks its name up and keeps
+    # it for the mount's life (the session's): a writer looks up the names its secret's bits
+    # choose, a later run compares their times with a name never looked up (an outside attack
+    # read 16 bits two runs later this way, on Docker).
+    bits = [int(b) for b in f"{uuid.uuid4().int & 0xFFFF:016b}"]
+    bits[0], bits[1] = 1, 0  # both kinds among the bits
+    secret = "".join(map(str, bits))
+    writer = f"    return {secret!r}\n" + prelude_free(
+        "import os as _os\n"
+        f"for _name, _bit in zip({_PROC_NAMES!r}, {bits!r}):\n"
+        "    if _bit:\n"
+        "        try:\n"
+        "            _os.stat('/proc/sys/kernel/' + _name)\n"
+        "        except OSError:\n"
+        "            pass\n"
+    )
+    reader = (
+        "    import json, os\n"
+        "    control = os.stat('/proc/sys/kernel/overflowuid').st_mtime_ns\n"
+        "    seen = ''\n"
+        f"    for name in {_PROC_NAMES!r}:\n"
+        "        try:\n"
+        "            age = control - os.stat('/proc/sys/kernel/' + name).st_mtime_ns\n"
+        "        except OSError:\n"
+        "            age = 0\n"
+        "        seen += '1' if age > 2_000_000 else '0'\n"
+        "    print('HX', json.dumps(seen), flush=True)\n"
+        "    return seen\n"
+    )
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret)
+    assert not result.passed, describe(result)
+    assert report(result) != secret
+    assert_host_untouched(sandbox, token)
+
+
+def test_honest_runs_that_read_and_write_devices_keep_their_session(sandbox) -> None:
+    # The check of /dev's times ends a sandbox only for what an honest run never does: runs
+    # that read /dev/urandom and /dev/zero, write /dev/null and start a subprocess are all
+    # served by the same zygote (its start time, read from /proc, stays the same).
+    body = (
+        "    import os, subprocess\n"
+        "    open('/dev/urandom', 'rb').read(16)\n"
+        "    open('/dev/zero', 'rb').read(16)\n"
+        "    open('/dev/null', 'w').write('x')\n"
+        "    subprocess.run(['true'], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n"
+        "    with open('/proc/%d/stat' % os.getppid()) as fh:\n"
+        "        print('ZYGOTE', fh.read().split()[21], flush=True)\n"
+        "    return a + b\n"
+    )
+    session = sandbox.session(limits=SCAN_LIMITS)
+    try:
+        started = set()
+        for _ in range(4):
+            result = session.run(body, task=TASK)
+            assert result.passed, describe(result)
+            started |= {
+                line for line in result.stdout_tail.splitlines() if line.startswith("ZYGOTE")
+            }
+        assert len(started) == 1, started
+    finally:
+        session.close()

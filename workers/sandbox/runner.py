@@ -1641,6 +1641,7 @@ class Runner:
         self.zygote_sock = None
         self.sockets_at_start: int | None = None  # the solution's side: see tidy
         self.network_at_start: bytes | None = None  # the solution's side: see tidy
+        self.dev_at_start: tuple | None = None  # the solution's side: see tidy
         self.born = _process_state()  # see tidy: a run may not change this process's limits
         # The scratch folders as the sandbox made them, read before any run exists.
         self.scratch: dict[str, os.stat_result] = {}
@@ -1924,6 +1925,11 @@ class Runner:
                 # are gone, where a later run could read it (a run that sent 0xBEEF bytes left
                 # a note the next run read back): the sandbox ends, the next run starts afresh.
                 sys.exit("inspector-runner: the run used the network (its counters changed)")
+            if self.dev_at_start is not None and _dev_times(self.dev_at_start) != self.dev_at_start:
+                # Following or reading a link of /dev stamps its access time, which nothing
+                # resets and a later run could compare (a run read 6 bits a run this way):
+                # the sandbox ends, the next run starts afresh. An honest run touches none.
+                sys.exit("inspector-runner: the run touched /dev (its times changed)")
             _forget_peak_memory()
         if _process_state() != self.born:
             # A run lowered this process's limits or priority from outside (prlimit(2) on pid
@@ -2430,6 +2436,69 @@ def _network_counters() -> bytes:
     return b"\0".join(parts)
 
 
+# /dev's scratch folders, whose times tidy() puts back (see Runner.scratch).
+_DEV_SCRATCH = ("shm", "mqueue")
+
+
+def _dev_names() -> tuple[str, ...]:
+    """/dev and what it holds, but its scratch folders (read once, before any run: listing
+    /dev stamps the folder's own access time)."""
+    try:
+        names = sorted(os.listdir("/dev"))
+    except OSError:
+        return ()
+    return ("/dev", *(f"/dev/{name}" for name in names if name not in _DEV_SCRATCH))
+
+
+def _dev_times(names) -> tuple:
+    """Each name's (name, inode, access, change and modification times), without following a
+    link; `names` may be an earlier result of this function (its first fields)."""
+    out = []
+    for entry in names:
+        name = entry[0] if isinstance(entry, tuple) else entry
+        try:
+            st = os.lstat(name)
+        except OSError:
+            out.append((name,))
+            continue
+        out.append((name, st.st_ino, st.st_atime_ns, st.st_ctime_ns, st.st_mtime_ns))
+    return tuple(out)
+
+
+PROC_LOOKUP_ENTRIES = 50_000  # the most /proc entries looked up at the sandbox's start
+PROC_LOOKUP_SECONDS = 0.5
+_PROC_SKIPPED = frozenset({"fd", "fdinfo", "map_files", "self", "thread-self", "kcore"})
+
+
+def _look_up_proc() -> int:
+    """Look up every /proc entry that outlives a run, before any run: the kernel stamps an
+    entry's inode with the time of its first lookup and keeps it for the mount's life, so a run
+    that looked up a chosen subset of names (a thousand under /proc/sys alone) left a note
+    whose bits a later run read by comparing times (16 bits, two runs later, in an outside
+    attack). Listing a folder makes its entries' inodes, so this lists every folder of /proc
+    but the per-process ones of processes that are not the sandbox's own (a run's processes
+    are gone with it, and so are their entries); returns how many entries it listed."""
+    seen = 0
+    deadline = time.monotonic() + PROC_LOOKUP_SECONDS
+    folders = ["/proc"]
+    while folders and seen < PROC_LOOKUP_ENTRIES and time.monotonic() < deadline:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.name in _PROC_SKIPPED:
+                        continue
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append(entry.path)
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return seen
+
+
 def _forget_peak_memory() -> None:
     """Reset this process's peak memory (VmHWM in /proc/self/status, which a run can read of
     pid 1): a run that made the runner hold a large answer left its size there for later runs.
@@ -2542,6 +2611,9 @@ def serve(stdin: int = 0, stdout: int = 1) -> dict | None:
         runner.zygote, runner.zygote_sock = zygote, ours
         runner.sockets_at_start = _sockets_left()
         runner.network_at_start = _network_counters()
+        if runner.namespace:  # its own /proc and /dev: the sandbox's processes alone
+            _look_up_proc()
+            runner.dev_at_start = _dev_times(_dev_names())
     write_frame(stdout, {"op": "ready", "pid": os.getpid()})
     # The runner relays every run itself; no run's child is ever forked from it (the solution's
     # come from the zygote; no solution code runs in the check's sandbox).
