@@ -1031,3 +1031,126 @@ def test_honest_runs_that_read_and_write_devices_keep_their_session(sandbox) -> 
         assert len(started) == 1, started
     finally:
         session.close()
+
+
+_VM_NAMES = [
+    "admin_reserve_kbytes", "dirty_background_bytes", "dirty_background_ratio", "dirty_bytes",
+    "dirty_expire_centisecs", "dirty_ratio", "dirty_writeback_centisecs",
+    "dirtytime_expire_seconds", "extfrag_threshold", "laptop_mode", "max_map_count",
+    "min_free_kbytes", "mmap_min_addr", "overcommit_memory", "overcommit_ratio", "page-cluster",
+]  # fmt: skip
+
+
+def test_proc_entries_evicted_by_a_run_that_fills_its_memory_carry_nothing_either(
+    sandbox, token: str
+) -> None:
+    # The attack on the lookup before the first run: the writer fills the sandbox's memory so
+    # that the kernel evicts cached /proc entries, then looks up the names its bits choose; a
+    # later run's lookups make the others anew, so their times tell the bits (16 bits a run in
+    # an outside attack). The entries the runner looked up stay pinned: none is evicted.
+    bits = [int(b) for b in f"{uuid.uuid4().int & 0xFFFF:016b}"]
+    bits[0], bits[1] = 1, 0
+    secret = "".join(map(str, bits))
+    writer = f"    return {secret!r}\n" + prelude_free(
+        "import os as _os, time as _time\n"
+        "for _k in range(3):\n"
+        "    if _os.fork() == 0:\n"
+        "        _held = []\n"
+        "        try:\n"
+        "            while True:\n"
+        "                _held.append(b'\\x01' * (32 << 20))\n"
+        "        except MemoryError:\n"
+        "            pass\n"
+        "        _os._exit(0)\n"
+        "    _time.sleep(0.3)\n"
+        "for _k in range(3):\n"
+        "    try:\n"
+        "        _os.wait()\n"
+        "    except ChildProcessError:\n"
+        "        break\n"
+        "_time.sleep(1.2)\n"
+        f"for _name, _bit in zip({_VM_NAMES!r}, {bits!r}):\n"
+        "    if _bit:\n"
+        "        try:\n"
+        "            _os.lstat('/proc/sys/vm/' + _name)\n"
+        "        except OSError:\n"
+        "            pass\n"
+    )
+    reader = (
+        "    import json, os, time\n"
+        "    now = time.time_ns()\n"
+        "    seen = ''\n"
+        f"    for name in {_VM_NAMES!r}:\n"
+        "        try:\n"
+        "            made = os.lstat('/proc/sys/vm/' + name).st_ctime_ns\n"
+        "        except OSError:\n"
+        "            made = now\n"
+        "        seen += '1' if made < now - 8_000_000 else '0'\n"
+        "    print('HX', json.dumps(seen), flush=True)\n"
+        "    return seen\n"
+    )
+    limits = replace(SCAN_LIMITS, wall_seconds=15.0, memory_bytes=1024 << 20)
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret, limits=limits)
+    assert not result.passed, describe(result)
+    assert report(result) != secret
+    assert_host_untouched(sandbox, token)
+
+
+def test_a_pty_written_in_one_run_leaves_no_time_for_the_next_task(sandbox, token: str) -> None:
+    # Writing to /dev/pts/ptmx stamps its times (the kernel does it once the stored second is
+    # more than 8 s old): the /dev check covers what /dev's folders hold, not only /dev.
+    secret = uuid.uuid4().hex
+    writer = f"    return {secret!r}\n" + prelude_free(
+        "import os as _os, time as _time\n"
+        "_time.sleep(9)\n"
+        "try:\n"
+        "    _fd = _os.open('/dev/pts/ptmx', _os.O_RDWR | _os.O_NOCTTY)\n"
+        "    _os.write(_fd, b'x\\n')\n"
+        "    _os.close(_fd)\n"
+        "except OSError:\n"
+        "    pass\n"
+    )
+    reader = (
+        "    import json, os\n"
+        "    try:\n"
+        "        st = os.lstat('/dev/pts/ptmx')\n"
+        "        stamped = st.st_mtime_ns > st.st_ctime_ns + 1_000_000_000\n"
+        "    except OSError:\n"
+        "        stamped = False\n"
+        "    print('HX', json.dumps(stamped), flush=True)\n"
+        f"    return {secret!r} if stamped else None\n"
+    )
+    limits = replace(SCAN_LIMITS, wall_seconds=15.0)
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret, limits=limits)
+    assert not result.passed, describe(result)
+    assert report(result) is False
+    assert_host_untouched(sandbox, token)
+
+
+def test_a_run_that_makes_a_pty_its_terminal_leaves_no_time_on_the_hosts_dev_tty(
+    sandbox, token: str
+) -> None:
+    # bubblewrap's /dev bound the host's own /dev/tty: a run that made a pty its controlling
+    # terminal and wrote to /dev/tty stamped the host's file, which every later sandbox (and
+    # the host) read. /dev/tty in the sandbox is now a device that stamps nothing.
+    before = os.stat("/dev/tty").st_mtime_ns if os.path.exists("/dev/tty") else None
+    body = "    return a + b\n" + prelude_free(
+        "import os as _os, fcntl as _fcntl, struct as _struct\n"
+        "try:\n"
+        "    _m = _os.open('/dev/pts/ptmx', _os.O_RDWR | _os.O_NOCTTY)\n"
+        "    _fcntl.ioctl(_m, 0x40045431, _struct.pack('i', 0))\n"  # TIOCSPTLCK: unlock
+        "    _n = _struct.unpack('I', _fcntl.ioctl(_m, 0x80045430, b'\\0' * 4))[0]\n"  # TIOCGPTN
+        "    _s = _os.open('/dev/pts/%d' % _n, _os.O_RDWR)\n"
+        "    _t = _os.open('/dev/tty', _os.O_RDWR)\n"
+        "    _os.write(_t, b'x\\n')\n"
+        "except OSError:\n"
+        "    pass\n"
+    )
+    session = sandbox.session(limits=SCAN_LIMITS)
+    try:
+        assert session.run(body, task=TASK).passed
+    finally:
+        session.close()
+    after = os.stat("/dev/tty").st_mtime_ns if os.path.exists("/dev/tty") else None
+    assert after == before
+    assert_host_untouched(sandbox, token)

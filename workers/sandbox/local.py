@@ -386,8 +386,12 @@ _BWRAP_OPTIONS = (
     "--unshare-all --unshare-user --disable-userns --die-with-parent --new-session"
     " --cap-drop ALL --hostname sandbox --ro-bind /usr /usr --symlink usr/bin /bin"
     " --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/sbin /sbin"
-    " --proc /proc --dev /dev"
+    " --proc /proc --dev /dev --ro-bind /dev/null /dev/tty"
 ).split()
+# `--dev` binds the host's own /dev/tty, whose times the tty layer stamps on every write: a run
+# that made a pty its controlling terminal left a time on the host's file that every later
+# sandbox (and the host) read (an outside attack, 2026-12-05). /dev/null stands in for it: its
+# driver stamps no time, and a program that opens /dev/tty gets a device that takes its output.
 
 
 class LocalSandbox(_LocalBase):

@@ -1642,6 +1642,7 @@ class Runner:
         self.sockets_at_start: int | None = None  # the solution's side: see tidy
         self.network_at_start: bytes | None = None  # the solution's side: see tidy
         self.dev_at_start: tuple | None = None  # the solution's side: see tidy
+        self.proc_pins: list[int] = []  # the solution's side: see _pin_proc
         self.born = _process_state()  # see tidy: a run may not change this process's limits
         # The scratch folders as the sandbox made them, read before any run exists.
         self.scratch: dict[str, os.stat_result] = {}
@@ -2441,13 +2442,25 @@ _DEV_SCRATCH = ("shm", "mqueue")
 
 
 def _dev_names() -> tuple[str, ...]:
-    """/dev and what it holds, but its scratch folders (read once, before any run: listing
-    /dev stamps the folder's own access time)."""
+    """/dev, what it holds and what its folders hold (/dev/pts/ptmx: writing to a pty stamps
+    its times), but its scratch folders; read once, before any run (listing a folder stamps
+    its own access time)."""
+    found = ["/dev"]
     try:
         names = sorted(os.listdir("/dev"))
     except OSError:
         return ()
-    return ("/dev", *(f"/dev/{name}" for name in names if name not in _DEV_SCRATCH))
+    for name in names:
+        if name in _DEV_SCRATCH:
+            continue
+        path = f"/dev/{name}"
+        found.append(path)
+        if _is_folder(path):
+            try:
+                found += [f"{path}/{inner}" for inner in sorted(os.listdir(path))]
+            except OSError:
+                pass
+    return tuple(found)
 
 
 def _dev_times(names) -> tuple:
@@ -2470,23 +2483,68 @@ PROC_LOOKUP_SECONDS = 0.5
 _PROC_SKIPPED = frozenset({"fd", "fdinfo", "map_files", "self", "thread-self", "kcore"})
 
 
-def _look_up_proc() -> int:
+PROC_PINS_FROM = 4096  # the pins' descriptor numbers start here, out of the way (see below)
+
+
+def _pin_proc(paths: list[str]) -> list[int]:
+    """Hold every entry of `paths` open (O_PATH: a reference, no read), for the sandbox's life:
+    an entry in use is never evicted. Unpinned, a run that filled its memory made the kernel
+    evict the cached entries, and those it then looked up again got its time (16 bits a run,
+    in an outside attack). The descriptors sit at PROC_PINS_FROM and above, so the runner's own
+    stay low: a run that lowers the runner's limit on open files (prlimit, tidy ends the
+    sandbox for it) must not leave it without a free number below that limit meanwhile. The
+    soft limit goes up to the hard one while they are made and comes back after."""
+    import fcntl
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    room = (hard if hard != resource.RLIM_INFINITY else 1 << 20) - PROC_PINS_FROM - 8
+    if room <= 0:
+        return []
+    pins: list[int] = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        return pins
+    try:
+        flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+        for path in paths[:room]:
+            try:
+                fd = os.open(path, flags)
+            except OSError:
+                continue
+            try:
+                pins.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, PROC_PINS_FROM))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return pins
+
+
+def _look_up_proc() -> list[str]:
     """Look up every /proc entry that outlives a run, before any run: the kernel stamps an
     entry's inode with the time of its first lookup and keeps it for the mount's life, so a run
     that looked up a chosen subset of names (a thousand under /proc/sys alone) left a note
     whose bits a later run read by comparing times (16 bits, two runs later, in an outside
     attack). Listing a folder makes its entries' inodes, so this lists every folder of /proc
     but the per-process ones of processes that are not the sandbox's own (a run's processes
-    are gone with it, and so are their entries); returns how many entries it listed."""
-    seen = 0
+    are gone with it, and so are their entries); returns the entries it listed."""
+    seen: list[str] = []
     deadline = time.monotonic() + PROC_LOOKUP_SECONDS
     folders = ["/proc"]
-    while folders and seen < PROC_LOOKUP_ENTRIES and time.monotonic() < deadline:
+    while folders and len(seen) < PROC_LOOKUP_ENTRIES and time.monotonic() < deadline:
         folder = folders.pop()
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
-                    seen += 1
+                    if entry.name == "net" and os.path.basename(folder).isdigit():
+                        continue  # a process's view of the network: made afresh at each lookup
+                    if entry.name == "clear_refs":
+                        continue  # written by the runner between runs (_forget_peak_memory)
+                    seen.append(entry.path)
                     if entry.name in _PROC_SKIPPED:
                         continue
                     try:
@@ -2612,7 +2670,7 @@ def serve(stdin: int = 0, stdout: int = 1) -> dict | None:
         runner.sockets_at_start = _sockets_left()
         runner.network_at_start = _network_counters()
         if runner.namespace:  # its own /proc and /dev: the sandbox's processes alone
-            _look_up_proc()
+            runner.proc_pins = _pin_proc(_look_up_proc())
             runner.dev_at_start = _dev_times(_dev_names())
     write_frame(stdout, {"op": "ready", "pid": os.getpid()})
     # The runner relays every run itself; no run's child is ever forked from it (the solution's
