@@ -1154,3 +1154,41 @@ def test_a_run_that_makes_a_pty_its_terminal_leaves_no_time_on_the_hosts_dev_tty
     after = os.stat("/dev/tty").st_mtime_ns if os.path.exists("/dev/tty") else None
     assert after == before
     assert_host_untouched(sandbox, token)
+
+
+def test_the_times_sysfs_stamps_at_a_first_lookup_carry_nothing_to_the_next_task(
+    sandbox, token: str
+) -> None:
+    # As for /proc: sysfs stamps an entry when it is first looked up and keeps the time, and
+    # under Docker it lived as long as the session (40 bits two runs later in an outside
+    # attack). The sandbox shows no /sys (the local backend never mounted one).
+    bits = [int(b) for b in f"{uuid.uuid4().int & 0xFFFF:016b}"]
+    bits[0], bits[1] = 1, 0
+    secret = "".join(map(str, bits))
+    writer = f"    return {secret!r}\n" + prelude_free(
+        "import os as _os\n"
+        "try:\n"
+        "    _names = sorted(_os.listdir('/sys/module'))[:16]\n"
+        "except OSError:\n"
+        "    _names = []\n"
+        f"for _name, _bit in zip(_names, {bits!r}):\n"
+        "    if _bit:\n"
+        "        _os.stat('/sys/module/' + _name)\n"
+    )
+    reader = (
+        "    import json, os, time\n"
+        "    before = time.time_ns() - 5_000_000\n"
+        "    try:\n"
+        "        names = sorted(os.listdir('/sys/module'))[:16]\n"
+        "    except OSError:\n"
+        "        names = []\n"
+        "    seen = ''.join(\n"
+        "        '1' if os.stat('/sys/module/' + n).st_mtime_ns < before else '0' for n in names\n"
+        "    )\n"
+        "    print('HX', json.dumps(seen), flush=True)\n"
+        "    return seen\n"
+    )
+    result = writer_then_reader(sandbox, writer, hostile(token, reader), secret)
+    assert not result.passed, describe(result)
+    assert report(result) == ""
+    assert_host_untouched(sandbox, token)

@@ -15,7 +15,8 @@ verifier's image (`verifier_image_name()`: the sandbox image plus the verifier's
 /opt/verifier, made by bin/build-sandbox-image), started when asked rather than pooled.
 
 Every container: no network (only `lo`), read-only root, a sized tmpfs on /tmp and /work, an
-empty read-only one over /sys/fs/cgroup (no cgroup counter outlives a run where a run sees it),
+empty read-only one over /sys (no cgroup counter or sysfs time stamp outlives a run where a run
+sees it),
 uid/gid 65534, no capabilities, no-new-privileges, a pids and a memory limit (swap off), one CPU,
 core dumps off, no log driver, only the sandbox environment of local.py (`RUNNER_ENV`: a hash
 seed of its own per container; `run_python`'s program gets seed 0), and the hostname `sandbox`. It runs the runner's bootstrap (`BOOTSTRAP`, python -I -c) as pid 1, which
@@ -417,10 +418,12 @@ class DockerSandbox:
             tmpfs={
                 "/tmp": f"size={key.file_bytes},mode=1777",
                 WORK: f"size={key.file_bytes},mode=0700,uid=65534,gid=65534",
-                # An empty, read-only folder in place of the container's cgroup files: its
-                # memory peak, CPU time and page faults outlive every run of a session, so a
-                # run could leave a number there for the next (the limits hold from outside).
-                "/sys/fs/cgroup": "ro,size=4k,mode=0555",
+                # An empty, read-only folder in place of the container's /sys, as the local
+                # backend has none: its cgroup files (memory peak, CPU time, page faults) and
+                # the times sysfs stamps on an entry at its first lookup outlive every run of a
+                # session, so a run could leave a number there for the next (outside attacks,
+                # 2026-12-05). The limits hold from outside.
+                "/sys": "ro,size=4k,mode=0555",
             },
             cap_drop=["ALL"],
             # The same system-call filter as the local backend's (seccomp.py), instead of the
