@@ -959,6 +959,14 @@ def test_the_access_times_of_dev_carry_nothing_to_the_next_task(sandbox, token: 
     assert_host_untouched(sandbox, token)
 
 
+def secret_bits() -> tuple[list[int], str]:
+    """16 random bits, both kinds among them, and the same as a string of 0s and 1s: what a
+    writer leaves one bit a name, and a reader that read them all back returns."""
+    bits = [int(b) for b in f"{uuid.uuid4().int & 0xFFFF:016b}"]
+    bits[0], bits[1] = 1, 0
+    return bits, "".join(map(str, bits))
+
+
 # Names under /proc/sys/kernel that both backends show; a bit of the secret each.
 _PROC_NAMES = [
     "cap_last_cap", "core_pattern", "core_pipe_limit", "core_uses_pid", "ctrl-alt-del",
@@ -974,9 +982,7 @@ def test_the_creation_times_of_proc_entries_carry_nothing_to_the_next_task(
     # it for the mount's life (the session's): a writer looks up the names its secret's bits
     # choose, a later run compares their times with a name never looked up (an outside attack
     # read 16 bits two runs later this way, on Docker).
-    bits = [int(b) for b in f"{uuid.uuid4().int & 0xFFFF:016b}"]
-    bits[0], bits[1] = 1, 0  # both kinds among the bits
-    secret = "".join(map(str, bits))
+    bits, secret = secret_bits()
     writer = f"    return {secret!r}\n" + prelude_free(
         "import os as _os\n"
         f"for _name, _bit in zip({_PROC_NAMES!r}, {bits!r}):\n"
@@ -1048,9 +1054,7 @@ def test_proc_entries_evicted_by_a_run_that_fills_its_memory_carry_nothing_eithe
     # that the kernel evicts cached /proc entries, then looks up the names its bits choose; a
     # later run's lookups make the others anew, so their times tell the bits (16 bits a run in
     # an outside attack). The entries the runner looked up stay pinned: none is evicted.
-    bits = [int(b) for b in f"{uuid.uuid4().int & 0xFFFF:016b}"]
-    bits[0], bits[1] = 1, 0
-    secret = "".join(map(str, bits))
+    bits, secret = secret_bits()
     writer = f"    return {secret!r}\n" + prelude_free(
         "import os as _os, time as _time\n"
         "for _k in range(3):\n"
@@ -1162,9 +1166,7 @@ def test_the_times_sysfs_stamps_at_a_first_lookup_carry_nothing_to_the_next_task
     # As for /proc: sysfs stamps an entry when it is first looked up and keeps the time, and
     # under Docker it lived as long as the session (40 bits two runs later in an outside
     # attack). The sandbox shows no /sys (the local backend never mounted one).
-    bits = [int(b) for b in f"{uuid.uuid4().int & 0xFFFF:016b}"]
-    bits[0], bits[1] = 1, 0
-    secret = "".join(map(str, bits))
+    bits, secret = secret_bits()
     writer = f"    return {secret!r}\n" + prelude_free(
         "import os as _os\n"
         "try:\n"
