@@ -9,6 +9,7 @@ then reads the runs it is about. Plain tests, no database:
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import socket
 import time
@@ -43,6 +44,27 @@ STOPPED_CONTAINER_RUNS = 8
 # here, it once missed that window. The hack must work; that it works every time on a starved
 # machine is the scheduler's to say, so its faithful run is made this many times.
 REWARD_WRITER_RUNS = 3
+
+# Every byte, and what printf's %b would read as an escape or a format if it slipped through.
+ODD_BYTES = bytes(range(256)) + b"\\c\\x4142 %d %b %s \\\\ \\0101\n"
+# Larger than one argument of the stage's wrapper: copied with an archive call instead.
+LARGE_BYTES = bytes(range(256)) * 800
+
+
+def solution_checking(data: bytes) -> dict[str, bytes]:
+    """A hello-file solution that passes only if its data.bin arrived byte for byte, mode 755."""
+    digest = hashlib.sha256(data).hexdigest()
+    solve = (
+        f'[ "$(sha256sum /solution/data.bin | cut -d" " -f1)" = {digest} ] &&\n'
+        '[ "$(stat -c %a /solution/data.bin)" = 755 ] &&\n'
+        "printf 'Hello, world!\\n' > /app/hello.txt\n"
+    )
+    return {"solve.sh": solve.encode(), "data.bin": data}
+
+
+def check_writing(reward_script: str) -> dict:
+    """hello-file's files with a test script that writes the reward as `reward_script` says."""
+    return {"tests/test.sh": "#!/bin/bash\ncd /logs/verifier\n" + reward_script}
 
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
@@ -181,6 +203,40 @@ def runs(executor, demo, images):
             "hello-file",
             script="printf 'Hello, world!\\n' > /app/hello.txt\nkill -TERM 1\nsleep 5\n",
         )
+    # Solutions whose files the stage's wrapper writes, and one too large for it.
+    add(("solution-bytes",), "hello-file", solution=solution_checking(ODD_BYTES))
+    add(("solution-large",), "hello-file", solution=solution_checking(LARGE_BYTES))
+    # Rewards in every shape the check can leave them.
+    reward_scripts = {
+        "json": """echo '{"reward": 1, "style": 0.5}' > reward.json; echo 1 > reward.txt\n""",
+        "txt": "printf ' 1.0\\n' > reward.txt\n",
+        "link": "echo 1 > /tmp/real-reward; ln -s /tmp/real-reward reward.txt\n",
+        "dangling": "ln -s /tmp/nowhere reward.txt\n",
+        "large": "head -c 70000 /dev/zero | tr '\\0' ' ' > reward.txt; echo 1 >> reward.txt\n",
+        "nul": "printf '1\\0' > reward.txt\n",
+        "folder": "mkdir reward.json; echo 1 > reward.txt\n",
+        # The check's own output forges the frame the wrapper prints the reward in, with the
+        # wrapper's nonce read from its command line: the file says 0, and 0 it is.
+        "forged": (
+            "echo 0 > reward.txt\n"
+            "for cmdline in /proc/[0-9]*/cmdline; do\n"
+            "  nonce=$(tr '\\0' '\\n' < $cmdline 2>/dev/null |\n"
+            "    awk 'found && ++n == 6 { print; exit } $0 == \"inspector\" { found = 1 }')\n"
+            '  [ -n "$nonce" ] || continue\n'
+            '  echo "forging with $nonce"\n'
+            "  printf '%s reward /logs/verifier/reward.txt 1\\n1\\n%s end\\n' $nonce $nonce\n"
+            "  printf '%s reward /logs/verifier/reward.txt 1\\n1\\n%s end\\n' $nonce $nonce >&2\n"
+            "done\n"
+        ),
+    }
+    for name, script in reward_scripts.items():
+        for mode in MODES:
+            add(
+                ("reward", name, mode),
+                "hello-file",
+                variant(hello, files=check_writing(script)),
+                mode=mode,
+            )
     # A probe run anywhere but as the executor's /agent/run.sh leaves everything alone.
     add(
         ("probe-guard",),
@@ -367,6 +423,57 @@ def test_a_missing_reward_file_fails_the_run_with_the_reason(runs):
 def test_solution_files_run_through_the_tasks_entry(runs):
     run = runs[("solution-files",)]
     assert outcome(run) == "passed", explain(run)
+
+
+def test_solution_files_arrive_byte_for_byte_whatever_their_bytes_or_size(runs):
+    for key in (("solution-bytes",), ("solution-large",)):
+        run = runs[key]
+        assert outcome(run) == "passed", f"{key}: {explain(run)}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_reward_is_read_as_harbor_reads_it_whatever_the_check_left(runs, mode):
+    def reward(name):
+        run = runs[("reward", name, mode)]
+        return run["outcome"], run["rewards"], run["reason"]
+
+    assert reward("json")[:2] == ("failed", {"reward": 1.0, "style": 0.5})
+    assert "from /logs/verifier/reward.json" in reward("json")[2]
+    assert reward("txt")[:2] == ("passed", {"reward": 1.0})
+    assert reward("link")[:2] == ("passed", {"reward": 1.0})
+    assert reward("dangling")[0] == "failed"
+    assert "a link to /tmp/nowhere, which does not exist" in reward("dangling")[2]
+    assert reward("large")[0] == "failed" and "larger than 65536 bytes" in reward("large")[2]
+    assert reward("nul")[0] == "failed" and "is not a number" in reward("nul")[2]
+    assert (
+        reward("folder")[0] == "failed"
+        and "reward.json is not a regular file" in reward("folder")[2]
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_check_whose_output_forges_the_reward_frame_gets_the_reward_its_file_says(runs, mode):
+    run = runs[("reward", "forged", mode)]
+    assert run["outcome"] == "failed" and run["rewards"] == {"reward": 0.0}, explain(run)
+    assert "forging with" in run["verifier"]["output_tail"]  # printed, and ignored
+
+
+def test_an_image_file_in_the_way_of_the_solution_is_replaced_as_an_archive_copy_would(
+    executor, demo
+):
+    tasks, _ = demo
+    source = variant(
+        tasks["hello-file"],
+        files={
+            "environment/Dockerfile": f"FROM {BASE_IMAGE}\nUSER root\n"
+            "RUN mkdir -p /solution/solve.sh/inside\nWORKDIR /app\n"
+        },
+    )
+    built = executor.image_for(source)
+    assert built.ok, built.reason
+    for mode in MODES:
+        run = executor.run(source, built.tag, mode=mode)
+        assert outcome(run) == "passed", explain(run)
 
 
 def test_a_background_process_of_the_agent_does_not_hold_the_run(runs):

@@ -61,9 +61,20 @@ def _parse_reward_json(raw: bytes) -> dict[str, float]:
     return rewards
 
 
-def judge(api, result, container_id, by_exit_code, agent_timeout, verifier_timeout, window) -> None:
+def judge(
+    api,
+    result,
+    container_id,
+    by_exit_code,
+    agent_timeout,
+    verifier_timeout,
+    window,
+    *,
+    reward_file: tuple[str, bytes] | None = None,
+) -> None:
     """Fills `result`'s outcome, reward, rewards and reason from its stages and (unless the
-    task is judged by the test script's exit status) the reward files of `container_id`."""
+    task is judged by the test script's exit status) the reward files of `container_id`, or
+    `reward_file` (path, bytes): the regular reward file the check's own exec read there."""
     agent, verifier = result["agent"], result["verifier"]
     if verifier["timed_out"]:
         result.update(outcome="timed_out", reward=None, rewards=None)
@@ -71,7 +82,12 @@ def judge(api, result, container_id, by_exit_code, agent_timeout, verifier_timeo
         return
     if not by_exit_code:
         try:
-            rewards, where = _read_rewards(api, container_id, window)
+            if reward_file is not None:
+                where, data = reward_file
+                parse = _parse_reward_json if where == REWARD_JSON else _parse_reward_txt
+                rewards = parse(data)
+            else:
+                rewards, where = _read_rewards(api, container_id, window)
         except _Unreadable as exc:
             result.update(outcome="failed", reward=None, rewards=None, reason=str(exc))
             if agent["timed_out"]:

@@ -5,6 +5,17 @@ ends it at the limit, and the outer guard kills the whole container a little lat
 fails. In isolated mode the verifier's wrapper first puts the agent's work folder (staged under
 STAGING) in place of the image's. A stage's result is {"exit_code", "seconds", "timed_out",
 "output_tail"}.
+
+Two things the engine would otherwise do in calls of their own are done by the wrapper, in the
+stage's one exec (each archive call re-executes the engine, about 20 ms of its CPU):
+- `files`: the stage's small files (a fresh container's agent files) are written by bash's
+  `printf %b` before the command, from arguments (`files_argv`); when the wrapper cannot write
+  them it exits FILES_FAILED before running anything, and the caller copies them the old way;
+- `read_rewards`: once the command ended, the wrapper prints Harbor's reward file (reward.json,
+  else reward.txt) when it is a regular file of at most REWARD_MAX_BYTES, framed by the stage's
+  nonce before the output's tail (the result's "reward_file": (path, bytes)); anything else (no
+  file, a link, a larger file, a frame that does not add up) leaves "reward_file" None, and the
+  reward is read from the container as before.
 """
 
 from __future__ import annotations
@@ -16,12 +27,20 @@ import time
 from docker.errors import DockerException, NotFound
 
 from workers.sandbox.terminal.engine import ENGINE_ERRORS, tail
+from workers.sandbox.terminal.rewards import REWARD_JSON, REWARD_MAX_BYTES, REWARD_TXT
 
 GUARD_GRACE_SECONDS = 3.0  # the outer guard kills a container this long after a stage's limit
 SETTLE_SECONDS = 2.0  # the longest wait for a container whose init ended to be marked stopped
 STAGING = "/.inspector-work"  # isolated mode: the agent's work folder lands here first
 SWAP_FAILED = 199  # the isolated verifier's exit status when the work folder cannot be placed
 _SWAP_MARKER = "inspector: cannot put the agent's work folder in place"
+FILES_FAILED = 198  # the wrapper's exit status when it could not write the stage's files
+_FILES_MARKER = "inspector: cannot write the stage's files"
+# Files the wrapper writes itself: each escaped file under one argument's limit (the kernel's
+# MAX_ARG_STRLEN is 128 KiB), all of them well under the arguments' total (2 MiB, shared with
+# the environment). Larger stages are copied with an archive call.
+FILES_ARG_MAX = 96 * 1024
+FILES_TOTAL_MAX = 512 * 1024
 
 # Runs one stage's command in the container, as `bash -c WRAPPER inspector ARGS... -- CMD...`.
 # The command's output goes to a file, not to the exec's pipe, so that a background process the
@@ -31,8 +50,16 @@ _SWAP_MARKER = "inspector: cannot put the agent's work folder in place"
 # mode the verifier first replaces the image's work folder with the agent's (staged by the
 # worker under STAGING).
 _WRAPPER = r"""
-log=$1 limit=$2 tail=$3 workdir=$4 staged=$5 nonce=$6
-shift 6
+log=$1 limit=$2 tail=$3 workdir=$4 staged=$5 nonce=$6 rewards=$7 count=$8
+shift 8
+while [ "$count" -gt 0 ]; do
+  case $2 in
+    d) mkdir -p -- "$1" ;;
+    *) printf '%b' "$3" > "$1" && chmod -- "$2" "$1" ;;
+  esac || { echo "@FILES_MARKER@ $nonce: $1" >&2; exit @FILES@; }
+  shift 3
+  count=$((count - 1))
+done
 if [ -n "$staged" ]; then
   rm -rf -- "$workdir" && mkdir -p -- "$(dirname -- "$workdir")" || {
     echo "@MARKER@ $nonce: cannot remove $workdir" >&2; exit @SWAP@; }
@@ -49,6 +76,25 @@ else
   "$@" > "$log" 2>&1 < /dev/null
 fi
 rc=$?
+if [ -n "$rewards" ]; then
+  said=
+  for file in @REWARD_JSON@ @REWARD_TXT@; do
+    if [ -f "$file" ] && [ ! -L "$file" ]; then
+      size=$(wc -c < "$file" 2>/dev/null)
+      size=${size//[!0-9]/}
+      if [ -n "$size" ] && [ "$size" -le @REWARD_MAX@ ]; then
+        printf '%s reward %s %s\n' "$nonce" "$file" "$size"
+        head -c "$size" -- "$file" 2>/dev/null
+        printf '\n%s end\n' "$nonce"
+        said=1
+      fi
+      break
+    elif [ -e "$file" ] || [ -L "$file" ]; then
+      break
+    fi
+  done
+  [ -n "$said" ] || printf '%s no reward\n' "$nonce"
+fi
 tail -c "$tail" -- "$log" 2>/dev/null
 exit $rc
 """
@@ -56,11 +102,45 @@ _WRAPPER = (
     _WRAPPER.replace("@MARKER@", _SWAP_MARKER)
     .replace("@SWAP@", str(SWAP_FAILED))
     .replace("@STAGING@", STAGING)
+    .replace("@FILES_MARKER@", _FILES_MARKER)
+    .replace("@FILES@", str(FILES_FAILED))
+    .replace("@REWARD_JSON@", REWARD_JSON)
+    .replace("@REWARD_TXT@", REWARD_TXT)
+    .replace("@REWARD_MAX@", str(REWARD_MAX_BYTES))
 )
+# printf %b reads backslash escapes: printable ASCII (but the backslash), tab and newline go as
+# they are, every other byte as \xHH (always two digits, so a hex digit after it stays a byte
+# of its own).
+_PRINTF_ESCAPES = {
+    byte: (chr(byte) if (32 <= byte < 127 and byte != 92) or byte in (9, 10) else f"\\x{byte:02x}")
+    for byte in range(256)
+}
 
 
 class SwapFailed(Exception):
     """The isolated verifier could not put the agent's work folder in place."""
+
+
+class FilesFailed(Exception):
+    """The wrapper could not write the stage's files (nothing of the command ran)."""
+
+
+def files_argv(entries: list[tuple[str, bytes | None, int]]) -> list[str] | None:
+    """The wrapper's arguments for writing tar-style entries (name relative to /, data or None
+    for a folder, mode): (path, "d" or the octal mode, printf-escaped data) each, folders first;
+    None when they are too large to go as arguments (the caller then copies them)."""
+    folders, files, total = [], [], 0
+    for name, data, mode in entries:
+        path = "/" + name.strip("/")
+        if data is None:
+            folders += [path, "d", ""]
+            continue
+        escaped = data.decode("latin-1").translate(_PRINTF_ESCAPES)
+        total += len(escaped) + len(path) + 8
+        if len(escaped) > FILES_ARG_MAX or len(path) > 4096 or total > FILES_TOTAL_MAX:
+            return None
+        files += [path, f"{mode & 0o7777:o}", escaped]
+    return folders + files
 
 
 class _Guard:
@@ -100,10 +180,15 @@ def run_stage(
     output_tail_bytes: int,
     staged: str = "",
     restart: bool = False,
+    files: list[str] | None = None,
+    read_rewards: bool = False,
 ) -> dict:
     """Runs `command` through the wrapper under `limit` seconds; the guard kills the
-    container when even the wrapper's timeout did not end it."""
+    container when even the wrapper's timeout did not end it. `files` (from `files_argv`) are
+    written first (FilesFailed when they cannot be); with `read_rewards` the result's
+    "reward_file" is Harbor's reward file as the wrapper read it (see the module doc)."""
     nonce = os.urandom(8).hex()
+    files = files or []
     argv = [
         "bash",
         "-c",
@@ -115,6 +200,9 @@ def run_stage(
         workdir,
         staged,
         nonce,
+        "1" if read_rewards else "",
+        str(len(files) // 3),
+        *files,
         *command,
     ]
     try:
@@ -138,16 +226,44 @@ def run_stage(
     if code is None:
         code = -9
     timed_out = guard.fired or (code in (124, 137) and seconds >= limit - 0.05)
+    reward_file, output = _reward_frame(output or b"", nonce) if read_rewards else (None, output)
     text = output.decode("utf-8", errors="replace") if output else ""
     if staged and code == SWAP_FAILED and f"{_SWAP_MARKER} {nonce}" in text:
         raise SwapFailed(text.strip()[-500:])
-    return {
+    if files and code == FILES_FAILED and f"{_FILES_MARKER} {nonce}" in text:
+        raise FilesFailed(text.strip()[-500:])
+    stage = {
         "exit_code": code,
         "seconds": round(seconds, 4),
         "timed_out": timed_out,
         "output_tail": tail(text, output_tail_bytes),
         "window": window,  # wall-clock start and end: run() takes it out
     }
+    if read_rewards:
+        stage["reward_file"] = reward_file  # run() takes it out
+    return stage
+
+
+def _reward_frame(output: bytes, nonce: str) -> tuple[tuple[str, bytes] | None, bytes]:
+    """Harbor's reward file as the wrapper printed it before the output's tail, and the rest:
+    ((path, bytes), tail) when the frame adds up, else (None, tail without the frame)."""
+    none = f"{nonce} no reward\n".encode()
+    if output.startswith(none):
+        return None, output[len(none) :]
+    head = f"{nonce} reward ".encode()
+    if not output.startswith(head):
+        return None, output  # the wrapper did not get that far
+    line_end = output.find(b"\n", len(head))
+    try:
+        path, size_text = output[len(head) : line_end].decode().rsplit(" ", 1)
+        size = int(size_text)
+    except ValueError:
+        return None, output
+    start = line_end + 1
+    end = f"\n{nonce} end\n".encode()
+    if path not in (REWARD_JSON, REWARD_TXT) or output[start + size :][: len(end)] != end:
+        return None, output  # the file changed size while it was read: read it again
+    return (path, output[start : start + size]), output[start + size + len(end) :]
 
 
 def settle(api, container_id: str, seconds: float = SETTLE_SECONDS) -> None:
@@ -166,10 +282,13 @@ def no_stage() -> dict:
 
 
 __all__ = [
+    "FILES_FAILED",
+    "FilesFailed",
     "GUARD_GRACE_SECONDS",
     "STAGING",
     "SWAP_FAILED",
     "SwapFailed",
+    "files_argv",
     "no_stage",
     "run_stage",
 ]

@@ -38,7 +38,9 @@ from workers.sandbox.terminal.source import file_bytes, file_mode, positive_numb
 from workers.sandbox.terminal.stages import (
     GUARD_GRACE_SECONDS,
     STAGING,
+    FilesFailed,
     SwapFailed,
+    files_argv,
     no_stage,
     run_stage,
     settle,
@@ -181,19 +183,35 @@ class TrialRunner:
         folders = {posixpath.dirname(path) for path, _, _ in agent_files}
         if mode == "faithful":  # Harbor mounts /logs/verifier during the agent stage too
             folders |= {"logs/agent", "logs/verifier"}
-        api.put_archive(agent_id, "/", tar(folder_entries(*sorted(folders)) + agent_files))
+        agent_entries = folder_entries(*sorted(folders)) + agent_files
+        # The stage's wrapper writes the files, in the fresh container, before the command:
+        # an archive call of its own costs the engine more (see stages.py).
+        written = files_argv(agent_entries)
+        if written is None:
+            api.put_archive(agent_id, "/", tar(agent_entries))
         api.start(agent_id)
         agent_log = AGENT_LOG_FAITHFUL if mode == "faithful" else AGENT_LOG_ISOLATED
-        agent = run_stage(
-            api,
-            agent_id,
-            command,
-            agent_timeout,
-            agent_log,
-            workdir,
-            env={"DEBIAN_FRONTEND": "noninteractive"},
-            output_tail_bytes=self._settings.output_tail_bytes,
-        )
+
+        def agent_stage(files):
+            return run_stage(
+                api,
+                agent_id,
+                command,
+                agent_timeout,
+                agent_log,
+                workdir,
+                env={"DEBIAN_FRONTEND": "noninteractive"},
+                output_tail_bytes=self._settings.output_tail_bytes,
+                files=files,
+            )
+
+        try:
+            agent = agent_stage(written)
+        except FilesFailed:
+            # The image's own files were in the way (or its bash cannot write): nothing of the
+            # command ran, so the files go in by an archive, merged as Harbor's copy merges.
+            api.put_archive(agent_id, "/", tar(agent_entries))
+            agent = agent_stage(None)
         agent.pop("window")
         result["agent"] = agent
 
@@ -221,6 +239,7 @@ class TrialRunner:
                 env=test_env,
                 output_tail_bytes=self._settings.output_tail_bytes,
                 restart=True,
+                read_rewards=not by_exit_code,
             )
         else:
             with tempfile.SpooledTemporaryFile(max_size=16 << 20) as work:
@@ -256,12 +275,23 @@ class TrialRunner:
                 env=test_env,
                 output_tail_bytes=self._settings.output_tail_bytes,
                 staged=staged,
+                read_rewards=not by_exit_code,
             )
         window = verifier.pop("window")
+        reward_file = verifier.pop("reward_file", None)
         result["verifier"] = verifier
 
         # 3. The reward.
-        judge(api, result, verifier_id, by_exit_code, agent_timeout, verifier_timeout, window)
+        judge(
+            api,
+            result,
+            verifier_id,
+            by_exit_code,
+            agent_timeout,
+            verifier_timeout,
+            window,
+            reward_file=reward_file,
+        )
 
 
 class _Helper(threading.Thread):
