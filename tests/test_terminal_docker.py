@@ -206,6 +206,22 @@ def runs(executor, demo, images):
     # Solutions whose files the stage's wrapper writes, and one too large for it.
     add(("solution-bytes",), "hello-file", solution=solution_checking(ODD_BYTES))
     add(("solution-large",), "hello-file", solution=solution_checking(LARGE_BYTES))
+    # The agent leaves something in the way of the tests' copy; the copy replaces it, as the
+    # engine's archive copy (Harbor's `docker compose cp`) does, and the real check runs.
+    in_the_way = {
+        # Written through, the link would put the test script in place of the agent's answer.
+        "link-to-the-answer": "mkdir -p /tests && ln -s /app/hello.txt /tests/test.sh",
+        "tests-a-file": "echo not a folder > /tests",
+        "tests-a-link": "mkdir -p /tmp/elsewhere && ln -s /tmp/elsewhere /tests",
+        "test-a-folder": "mkdir -p /tests/test.sh/inside",
+        "tests-locked": "mkdir -p /tests && chown 1234:1234 /tests && chmod 000 /tests",
+    }
+    for name, sabotage in in_the_way.items():
+        add(
+            ("tests-in-the-way", name),
+            "hello-file",
+            script=f"printf 'Hello, world!\\n' > /app/hello.txt\n{sabotage}\n",
+        )
     # Rewards in every shape the check can leave them.
     reward_scripts = {
         "json": """echo '{"reward": 1, "style": 0.5}' > reward.json; echo 1 > reward.txt\n""",
@@ -427,6 +443,12 @@ def test_solution_files_run_through_the_tasks_entry(runs):
 
 def test_solution_files_arrive_byte_for_byte_whatever_their_bytes_or_size(runs):
     for key in (("solution-bytes",), ("solution-large",)):
+        run = runs[key]
+        assert outcome(run) == "passed", f"{key}: {explain(run)}"
+
+
+def test_what_the_agent_left_in_the_way_of_the_tests_is_replaced_by_them(runs):
+    for key in [key for key in runs if key[0] == "tests-in-the-way"]:
         run = runs[key]
         assert outcome(run) == "passed", f"{key}: {explain(run)}"
 

@@ -8,9 +8,13 @@ STAGING) in place of the image's. A stage's result is {"exit_code", "seconds", "
 
 Two things the engine would otherwise do in calls of their own are done by the wrapper, in the
 stage's one exec (each archive call re-executes the engine, about 20 ms of its CPU):
-- `files`: the stage's small files (a fresh container's agent files) are written by bash's
-  `printf %b` before the command, from arguments (`files_argv`); when the wrapper cannot write
-  them it exits FILES_FAILED before running anything, and the caller copies them the old way;
+- `files`: the stage's small files (the agent's, the tests of a faithful check) are written by
+  bash's `printf %b` before the command, from arguments (`files_argv`), as the engine's archive
+  copy puts them: a folder that is there stays (root's, mode 755), anything else in the way of
+  an entry (a file, a link, a folder where a file goes) is removed first, and files are root's
+  with their modes (their times are the write's, not the archive's fixed time). When the
+  wrapper cannot write them it exits FILES_FAILED before running anything, and the caller
+  copies them by an archive call;
 - `read_rewards`: once the command ended, the wrapper prints Harbor's reward file (reward.json,
   else reward.txt) when it is a regular file of at most REWARD_MAX_BYTES, framed by the stage's
   nonce before the output's tail (the result's "reward_file": (path, bytes)); anything else (no
@@ -53,10 +57,16 @@ _WRAPPER = r"""
 log=$1 limit=$2 tail=$3 workdir=$4 staged=$5 nonce=$6 rewards=$7 count=$8
 shift 8
 while [ "$count" -gt 0 ]; do
-  case $2 in
-    d) mkdir -p -- "$1" ;;
-    *) printf '%b' "$3" > "$1" && chmod -- "$2" "$1" ;;
-  esac || { echo "@FILES_MARKER@ $nonce: $1" >&2; exit @FILES@; }
+  if [ "$2" = d ] && [ -d "$1" ] && [ ! -L "$1" ]; then
+    { [ -O "$1" ] && [ -G "$1" ] || chown 0:0 -- "$1"; } && chmod 755 -- "$1"
+  else
+    { [ ! -e "$1" ] && [ ! -L "$1" ] || rm -rf -- "$1"; } &&
+    if [ "$2" = d ]; then
+      mkdir -m 755 -- "$1"
+    else
+      printf '%b' "$3" > "$1" && chmod -- "$2" "$1"
+    fi
+  fi || { echo "@FILES_MARKER@ $nonce: $1" >&2; exit @FILES@; }
   shift 3
   count=$((count - 1))
 done

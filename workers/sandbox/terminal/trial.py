@@ -183,17 +183,13 @@ class TrialRunner:
         folders = {posixpath.dirname(path) for path, _, _ in agent_files}
         if mode == "faithful":  # Harbor mounts /logs/verifier during the agent stage too
             folders |= {"logs/agent", "logs/verifier"}
-        agent_entries = folder_entries(*sorted(folders)) + agent_files
-        # The stage's wrapper writes the files, in the fresh container, before the command:
-        # an archive call of its own costs the engine more (see stages.py).
-        written = files_argv(agent_entries)
-        if written is None:
-            api.put_archive(agent_id, "/", tar(agent_entries))
         api.start(agent_id)
         agent_log = AGENT_LOG_FAITHFUL if mode == "faithful" else AGENT_LOG_ISOLATED
-
-        def agent_stage(files):
-            return run_stage(
+        agent = _with_files(
+            api,
+            agent_id,
+            folder_entries(*sorted(folders)) + agent_files,
+            lambda files: run_stage(
                 api,
                 agent_id,
                 command,
@@ -203,15 +199,8 @@ class TrialRunner:
                 env={"DEBIAN_FRONTEND": "noninteractive"},
                 output_tail_bytes=self._settings.output_tail_bytes,
                 files=files,
-            )
-
-        try:
-            agent = agent_stage(written)
-        except FilesFailed:
-            # The image's own files were in the way (or its bash cannot write): nothing of the
-            # command ran, so the files go in by an archive, merged as Harbor's copy merges.
-            api.put_archive(agent_id, "/", tar(agent_entries))
-            agent = agent_stage(None)
+            ),
+        )
         agent.pop("window")
         result["agent"] = agent
 
@@ -224,22 +213,25 @@ class TrialRunner:
                 # ended the container's init, which the engine records a moment after the
                 # exec's end.
                 settle(api, agent_id)
-            # The copy merges into whatever /tests the agent left, as Harbor's does.
+            # The tests merge into whatever /tests the agent left, as Harbor's copy does.
             verifier_id = agent_id
-            api.put_archive(
-                verifier_id, "/", tar(folder_entries(*sorted(test_folders)) + test_files)
-            )
-            verifier = run_stage(
+            verifier = _with_files(
                 api,
                 verifier_id,
-                test_command,
-                verifier_timeout,
-                VERIFIER_LOG,
-                workdir,
-                env=test_env,
-                output_tail_bytes=self._settings.output_tail_bytes,
-                restart=True,
-                read_rewards=not by_exit_code,
+                folder_entries(*sorted(test_folders)) + test_files,
+                lambda files: run_stage(
+                    api,
+                    verifier_id,
+                    test_command,
+                    verifier_timeout,
+                    VERIFIER_LOG,
+                    workdir,
+                    env=test_env,
+                    output_tail_bytes=self._settings.output_tail_bytes,
+                    restart=True,
+                    files=files,
+                    read_rewards=not by_exit_code,
+                ),
             )
         else:
             with tempfile.SpooledTemporaryFile(max_size=16 << 20) as work:
@@ -292,6 +284,21 @@ class TrialRunner:
             window,
             reward_file=reward_file,
         )
+
+
+def _with_files(api, container_id, entries, stage) -> dict:
+    """`stage(files)`, whose wrapper first writes `entries` (tar-style: name, data or None for a
+    folder, mode) into the container: an archive call costs the engine more (see stages.py).
+    Entries too large for the wrapper's arguments, or that it could not write (nothing of the
+    stage's command ran then), go in by an archive call, merged as Harbor's copy merges."""
+    written = files_argv(entries)
+    if written is not None:
+        try:
+            return stage(written)
+        except FilesFailed:
+            pass
+    api.put_archive(container_id, "/", tar(entries))
+    return stage(None)
 
 
 class _Helper(threading.Thread):
