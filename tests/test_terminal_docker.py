@@ -222,6 +222,30 @@ def runs(executor, demo, images):
             "hello-file",
             script=f"printf 'Hello, world!\\n' > /app/hello.txt\n{sabotage}\n",
         )
+    # An isolated check gets the agent's work folder whole: long names, links, odd modes.
+    long_name = "n" * 150
+    add(
+        ("work-folder-carried",),
+        "hello-file",
+        variant(
+            hello,
+            files=check_writing(
+                f'cd /app && [ "$(cat deep/{long_name})" = long ] &&\n'
+                f'[ "$(stat -c %i deep/{long_name})" = "$(stat -c %i hard)" ] &&\n'
+                f'[ "$(readlink soft)" = /nowhere/{long_name} ] && [ -p fifo ] &&\n'
+                '[ "$(stat -c %a run.sh)" = 4710 ] && [ -d empty/inside ] &&\n'
+                "[ \"$(cat hello.txt)\" = 'Hello, world!' ] && [ ! -e /.inspector-work ] &&\n"
+                "echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+            ),
+        ),
+        script=(
+            "cd /app && printf 'Hello, world!\\n' > hello.txt && mkdir -p deep empty/inside\n"
+            f"echo long > deep/{long_name} && ln deep/{long_name} hard\n"
+            f"ln -s /nowhere/{long_name} soft && mkfifo fifo\n"
+            "echo 'echo hi' > run.sh && chmod 4710 run.sh\n"
+        ),
+        mode="isolated",
+    )
     # Rewards in every shape the check can leave them.
     reward_scripts = {
         "json": """echo '{"reward": 1, "style": 0.5}' > reward.json; echo 1 > reward.txt\n""",
@@ -445,6 +469,11 @@ def test_solution_files_arrive_byte_for_byte_whatever_their_bytes_or_size(runs):
     for key in (("solution-bytes",), ("solution-large",)):
         run = runs[key]
         assert outcome(run) == "passed", f"{key}: {explain(run)}"
+
+
+def test_an_isolated_check_gets_the_agents_work_folder_whole(runs):
+    run = runs[("work-folder-carried",)]
+    assert outcome(run) == "passed", explain(run)
 
 
 def test_what_the_agent_left_in_the_way_of_the_tests_is_replaced_by_them(runs):

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inspector.formats import unified_diff
+from workers.sandbox.terminal.archives import add_entries
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "swe"
 SWE_IMAGE = "inspector-sandbox:bookworm-swe"
@@ -925,17 +926,7 @@ def _archive(environments: dict[str, dict[str, tuple[int, bytes]]]) -> bytes:
             entries += [
                 (f"{name}/{rel}", data, mode) for rel, (mode, data) in environments[name].items()
             ]
-            for path, data, mode in sorted(entries, key=lambda e: e[0]):
-                info = tarfile.TarInfo(path)
-                info.mode, info.mtime = mode, ARCHIVE_MTIME
-                info.uid = info.gid = 0
-                info.uname = info.gname = "root"
-                if data is None:
-                    info.type = tarfile.DIRTYPE
-                    archive.addfile(info)
-                else:
-                    info.size = len(data)
-                    archive.addfile(info, io.BytesIO(data))
+            add_entries(archive, sorted(entries, key=lambda e: e[0]), mtime=ARCHIVE_MTIME)
     packed = io.BytesIO()
     with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0) as zipped:
         zipped.write(raw.getvalue())

@@ -71,10 +71,9 @@ class RunContainers:
             _ACTIVE.add(container_id)
         return container_id
 
-    def prepare(self, image_tag: str, host_config: dict, tests: bytes, containers: list) -> str:
-        """Isolated mode: the check's container, created, with the tests, started."""
+    def prepare(self, image_tag: str, host_config: dict, containers: list) -> str:
+        """Isolated mode: the check's container, created and started (its files come later)."""
         container_id = self.create(image_tag, host_config, containers)
-        self._api.put_archive(container_id, "/", tests)
         self._api.start(container_id)
         return container_id
 

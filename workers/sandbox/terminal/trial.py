@@ -29,7 +29,7 @@ import time
 
 from docker.errors import DockerException, NotFound
 
-from workers.sandbox.terminal.archives import folder_entries, tar
+from workers.sandbox.terminal.archives import folder_entries, staged_archive, tar
 from workers.sandbox.terminal.containers import RunContainers
 from workers.sandbox.terminal.engine import ENGINE_ERRORS
 from workers.sandbox.terminal.images import ImageBuilder
@@ -168,13 +168,9 @@ class TrialRunner:
 
         prepared = None
         if mode == "isolated":
-            # The check's container is created, given the tests and started while the agent
-            # works: a container start is the largest part of a run's cost.
-            folders = sorted(test_folders | {"logs/verifier", STAGING.strip("/")})
-            tests = tar(folder_entries(*folders) + test_files)
-            prepared = _Helper(
-                self._run_containers.prepare, image_tag, host_config, tests, containers
-            )
+            # The check's container is created and started while the agent works: a
+            # container start is the largest part of a run's cost.
+            prepared = _Helper(self._run_containers.prepare, image_tag, host_config, containers)
             helpers.append(prepared)
             prepared.start()
 
@@ -205,6 +201,20 @@ class TrialRunner:
         result["agent"] = agent
 
         # 2. The verifier stage.
+        def verifier_stage(container_id, **options):
+            return run_stage(
+                api,
+                container_id,
+                test_command,
+                verifier_timeout,
+                VERIFIER_LOG,
+                workdir,
+                env=test_env,
+                output_tail_bytes=self._settings.output_tail_bytes,
+                read_rewards=not by_exit_code,
+                **options,
+            )
+
         if prepared is None:
             grace = GUARD_GRACE_SECONDS
             by_wrapper_clock = agent["timed_out"] and agent["seconds"] < agent_timeout + grace
@@ -219,19 +229,7 @@ class TrialRunner:
                 api,
                 verifier_id,
                 folder_entries(*sorted(test_folders)) + test_files,
-                lambda files: run_stage(
-                    api,
-                    verifier_id,
-                    test_command,
-                    verifier_timeout,
-                    VERIFIER_LOG,
-                    workdir,
-                    env=test_env,
-                    output_tail_bytes=self._settings.output_tail_bytes,
-                    restart=True,
-                    files=files,
-                    read_rewards=not by_exit_code,
-                ),
+                lambda files: verifier_stage(verifier_id, restart=True, files=files),
             )
         else:
             with tempfile.SpooledTemporaryFile(max_size=16 << 20) as work:
@@ -252,23 +250,21 @@ class TrialRunner:
                 removal = _Helper(self._run_containers.remove, agent_id)  # meanwhile
                 helpers.append(removal)
                 removal.start()
-                verifier_id = prepared.wait()
-                if have_work:
+                # The tests, and the agent's work folder staged under STAGING, in one copy.
+                folders = sorted(test_folders | {"logs/verifier", STAGING.strip("/")})
+                with tempfile.SpooledTemporaryFile(max_size=16 << 20) as copy:
                     work.seek(0)
-                    api.put_archive(verifier_id, STAGING, work)
+                    staged_archive(
+                        folder_entries(*folders) + test_files,
+                        work if have_work else None,
+                        STAGING.strip("/") + "/",
+                        copy,
+                    )
+                    verifier_id = prepared.wait()
+                    copy.seek(0)
+                    api.put_archive(verifier_id, "/", copy)
             staged = STAGING + "/" + posixpath.basename(workdir)
-            verifier = run_stage(
-                api,
-                verifier_id,
-                test_command,
-                verifier_timeout,
-                VERIFIER_LOG,
-                workdir,
-                env=test_env,
-                output_tail_bytes=self._settings.output_tail_bytes,
-                staged=staged,
-                read_rewards=not by_exit_code,
-            )
+            verifier = verifier_stage(verifier_id, staged=staged)
         window = verifier.pop("window")
         reward_file = verifier.pop("reward_file", None)
         result["verifier"] = verifier
