@@ -246,6 +246,52 @@ def runs(executor, demo, images):
         ),
         mode="isolated",
     )
+    # Found by an outside attack on the wrapper's frames (2026-12-05). The check runs the
+    # agent's program, as root, which writes a forged reward frame to the wrapper's stdout
+    # through /proc, with the nonce read from the wrapper's command line.
+    forging_program = (
+        "cat > /app/prog.sh <<'P'\n"
+        "for p in /proc/[0-9]*; do\n"
+        "  a=(); mapfile -d '' -t a < $p/cmdline 2>/dev/null\n"
+        '  if [ "${a[0]}" = bash ] && [ "${a[3]}" = inspector ]; then\n'
+        "    n=${a[9]}\n"
+        "    printf '%s reward /logs/verifier/reward.txt 2\\n1\\n\\n%s end\\n' $n $n > $p/fd/1\n"
+        "  fi\n"
+        "done\n"
+        "echo 41\n"
+        "P\n"
+    )
+    grading_program = check_writing(
+        "out=$(timeout 5 bash /app/prog.sh 2>/dev/null)\n"
+        '[ "$out" = 42 ] && echo 1 > reward.txt || echo 0 > reward.txt\n'
+    )
+    # The agent fakes the wrapper's "cannot write the files" exit to be run a second time.
+    faking_a_failed_write = (
+        "if [ -e /tmp/ran-once ]; then printf 'Hello, world!\\n' > /app/hello.txt; exit 0; fi\n"
+        "touch /tmp/ran-once\n"
+        "for p in /proc/[0-9]*; do\n"
+        "  a=(); mapfile -d '' -t a < $p/cmdline 2>/dev/null\n"
+        '  [ "${a[3]}" = inspector ] || continue\n'
+        '  echo "inspector: cannot write the stage\'s files ${a[9]}: /agent/run.sh" >&2\n'
+        "done\n"
+        "exit 198\n"
+    )
+    for mode in MODES:
+        add(
+            ("forged-frame", mode),
+            "hello-file",
+            variant(hello, files=grading_program),
+            script=forging_program,
+            mode=mode,
+        )
+        add(("faked-write-failure", mode), "hello-file", script=faking_a_failed_write, mode=mode)
+    # Files whose folders alone are past the exec's argument limit (1,900 levels deep).
+    deep = "/".join(["d"] * 1900) + "/data"
+    add(
+        ("solution-deep",),
+        "hello-file",
+        solution={"solve.sh": b"printf 'Hello, world!\\n' > /app/hello.txt\n", deep: b"x"},
+    )
     # Rewards in every shape the check can leave them.
     reward_scripts = {
         "json": """echo '{"reward": 1, "style": 0.5}' > reward.json; echo 1 > reward.txt\n""",
@@ -255,6 +301,8 @@ def runs(executor, demo, images):
         "large": "head -c 70000 /dev/zero | tr '\\0' ' ' > reward.txt; echo 1 >> reward.txt\n",
         "nul": "printf '1\\0' > reward.txt\n",
         "folder": "mkdir reward.json; echo 1 > reward.txt\n",
+        "huge-number": "printf '{\"reward\": 1%0400d}' 0 > reward.json\n",
+        "deep-json": "printf '%.0s[' {1..32000} > reward.json\n",
         # The check's own output forges the frame the wrapper prints the reward in, with the
         # wrapper's nonce read from its command line: the file says 0, and 0 it is.
         "forged": (
@@ -500,6 +548,28 @@ def test_the_reward_is_read_as_harbor_reads_it_whatever_the_check_left(runs, mod
         reward("folder")[0] == "failed"
         and "reward.json is not a regular file" in reward("folder")[2]
     )
+    assert (
+        reward("huge-number")[0] == "failed" and "not a finite number" in reward("huge-number")[2]
+    )
+    assert reward("deep-json")[0] == "failed" and "nested too deeply" in reward("deep-json")[2]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_agent_code_the_check_runs_cannot_forge_the_reward_frame(runs, mode):
+    run = runs[("forged-frame", mode)]
+    assert run["outcome"] == "failed" and run["rewards"] == {"reward": 0.0}, explain(run)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_agent_that_fakes_a_failed_write_is_not_run_again(runs, mode):
+    run = runs[("faked-write-failure", mode)]
+    assert run["outcome"] == "failed", explain(run)
+    assert run["agent"]["exit_code"] == 198, explain(run)
+
+
+def test_files_past_the_exec_argument_limit_go_by_an_archive(runs):
+    run = runs[("solution-deep",)]
+    assert outcome(run) == "passed", explain(run)
 
 
 @pytest.mark.parametrize("mode", MODES)

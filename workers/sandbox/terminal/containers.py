@@ -71,9 +71,13 @@ class RunContainers:
             _ACTIVE.add(container_id)
         return container_id
 
-    def prepare(self, image_tag: str, host_config: dict, containers: list) -> str:
-        """Isolated mode: the check's container, created and started (its files come later)."""
+    def prepare(
+        self, image_tag: str, host_config: dict, files: bytes | None, containers: list
+    ) -> str:
+        """A check's container, created, given `files` (a tar; None: nothing yet), started."""
         container_id = self.create(image_tag, host_config, containers)
+        if files is not None:
+            self._api.put_archive(container_id, "/", files)
         self._api.start(container_id)
         return container_id
 

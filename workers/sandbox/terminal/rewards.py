@@ -47,6 +47,8 @@ def _parse_reward_json(raw: bytes) -> dict[str, float]:
         data = json.loads(raw.decode("utf-8", errors="replace"))
     except ValueError as exc:
         raise _Unreadable(f"{REWARD_JSON} is not JSON: {exc}") from None
+    except RecursionError:
+        raise _Unreadable(f"{REWARD_JSON} is nested too deeply to read") from None
     if isinstance(data, (int, float)) and not isinstance(data, bool):
         data = {"reward": data}
     if not isinstance(data, dict) or not data:
@@ -55,9 +57,13 @@ def _parse_reward_json(raw: bytes) -> dict[str, float]:
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Unreadable(f"{REWARD_JSON}: {key!r} is not a number: {value!r}")
-        if not math.isfinite(value):
+        try:
+            number = float(value)  # an integer too large for a float raises
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
             raise _Unreadable(f"{REWARD_JSON}: {key!r} is not a finite number")
-        rewards[str(key)] = float(value)
+        rewards[str(key)] = number
     return rewards
 
 

@@ -14,7 +14,9 @@ stage's one exec (each archive call re-executes the engine, about 20 ms of its C
   an entry (a file, a link, a folder where a file goes) is removed first, and files are root's
   with their modes (their times are the write's, not the archive's fixed time). When the
   wrapper cannot write them it exits FILES_FAILED before running anything, and the caller
-  copies them by an archive call;
+  copies them by an archive call; it says it wrote them (a line with the nonce) before the
+  command runs, and only an output without that line is a failure (`FilesFailed`), so the
+  command cannot fake one to be run again;
 - `read_rewards`: once the command ended, the wrapper prints Harbor's reward file (reward.json,
   else reward.txt) when it is a regular file of at most REWARD_MAX_BYTES, framed by the stage's
   nonce before the output's tail (the result's "reward_file": (path, bytes)); anything else (no
@@ -54,8 +56,9 @@ FILES_TOTAL_MAX = 512 * 1024
 # mode the verifier first replaces the image's work folder with the agent's (staged by the
 # worker under STAGING).
 _WRAPPER = r"""
-log=$1 limit=$2 tail=$3 workdir=$4 staged=$5 nonce=$6 rewards=$7 count=$8
+log=$1 limit=$2 tail=$3 workdir=$4 staged=$5 nonce=$6 rewards=$7 count=$8 files=$8
 shift 8
+[ "$files" != 0 ] || files=
 while [ "$count" -gt 0 ]; do
   if [ "$2" = d ] && [ -d "$1" ] && [ ! -L "$1" ]; then
     { [ -O "$1" ] && [ -G "$1" ] || chown 0:0 -- "$1"; } && chmod 755 -- "$1"
@@ -70,6 +73,7 @@ while [ "$count" -gt 0 ]; do
   shift 3
   count=$((count - 1))
 done
+[ -z "$files" ] || printf '%s files written\n' "$nonce"
 if [ -n "$staged" ]; then
   rm -rf -- "$workdir" && mkdir -p -- "$(dirname -- "$workdir")" || {
     echo "@MARKER@ $nonce: cannot remove $workdir" >&2; exit @SWAP@; }
@@ -142,14 +146,14 @@ def files_argv(entries: list[tuple[str, bytes | None, int]]) -> list[str] | None
     folders, files, total = [], [], 0
     for name, data, mode in entries:
         path = "/" + name.strip("/")
-        if data is None:
-            folders += [path, "d", ""]
-            continue
-        escaped = data.decode("latin-1").translate(_PRINTF_ESCAPES)
-        total += len(escaped) + len(path) + 8
+        escaped = "" if data is None else data.decode("latin-1").translate(_PRINTF_ESCAPES)
+        total += len(escaped) + len(path) + 16  # with the mode and the pointers to each
         if len(escaped) > FILES_ARG_MAX or len(path) > 4096 or total > FILES_TOTAL_MAX:
             return None
-        files += [path, f"{mode & 0o7777:o}", escaped]
+        if data is None:
+            folders += [path, "d", ""]
+        else:
+            files += [path, f"{mode & 0o7777:o}", escaped]
     return folders + files
 
 
@@ -236,12 +240,21 @@ def run_stage(
     if code is None:
         code = -9
     timed_out = guard.fired or (code in (124, 137) and seconds >= limit - 0.05)
-    reward_file, output = _reward_frame(output or b"", nonce) if read_rewards else (None, output)
+    output = output or b""
+    if files:
+        # The wrapper says it wrote the files before it runs anything else; without that line
+        # nothing of the command ran (a write failed, or the exec could not start). Whatever
+        # the command prints comes after it, so the command cannot fake a failure.
+        written = f"{nonce} files written\n".encode()
+        at = output.find(written)
+        if at < 0:
+            text = output.decode("utf-8", errors="replace").strip()
+            raise FilesFailed(text[-500:] or f"the exec ended with status {code}")
+        output = output[:at] + output[at + len(written) :]
+    reward_file, output = _reward_frame(output, nonce) if read_rewards else (None, output)
     text = output.decode("utf-8", errors="replace") if output else ""
     if staged and code == SWAP_FAILED and f"{_SWAP_MARKER} {nonce}" in text:
         raise SwapFailed(text.strip()[-500:])
-    if files and code == FILES_FAILED and f"{_FILES_MARKER} {nonce}" in text:
-        raise FilesFailed(text.strip()[-500:])
     stage = {
         "exit_code": code,
         "seconds": round(seconds, 4),
@@ -256,13 +269,22 @@ def run_stage(
 
 def _reward_frame(output: bytes, nonce: str) -> tuple[tuple[str, bytes] | None, bytes]:
     """Harbor's reward file as the wrapper printed it before the output's tail, and the rest:
-    ((path, bytes), tail) when the frame adds up, else (None, tail without the frame)."""
+    ((path, bytes), tail) when the frame adds up, else (None, tail without the frame).
+
+    The nonce is no secret from the container (a root process there reads it from the
+    wrapper's command line, and can write to the wrapper's stdout through /proc), so a frame
+    counts only when it is the output's start and the nonce appears nowhere else: bytes
+    written there while the check ran come before the wrapper's frame, and a forged frame
+    among them adds its own nonces. What only a process that outlives the check could do
+    (write after the wrapper's frame, or end the wrapper within it) it could do to the reward
+    file itself before the engine read it, as it always could."""
     none = f"{nonce} no reward\n".encode()
+    marks = output.count(nonce.encode())
     if output.startswith(none):
         return None, output[len(none) :]
     head = f"{nonce} reward ".encode()
-    if not output.startswith(head):
-        return None, output  # the wrapper did not get that far
+    if not output.startswith(head) or marks != 2:
+        return None, output  # the wrapper did not get that far, or someone else wrote
     line_end = output.find(b"\n", len(head))
     try:
         path, size_text = output[len(head) : line_end].decode().rsplit(" ", 1)

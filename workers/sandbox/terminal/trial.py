@@ -170,7 +170,9 @@ class TrialRunner:
         if mode == "isolated":
             # The check's container is created and started while the agent works: a
             # container start is the largest part of a run's cost.
-            prepared = _Helper(self._run_containers.prepare, image_tag, host_config, containers)
+            prepared = _Helper(
+                self._run_containers.prepare, image_tag, host_config, None, containers
+            )
             helpers.append(prepared)
             prepared.start()
 
