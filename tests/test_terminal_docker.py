@@ -767,3 +767,23 @@ def test_a_dockerfile_that_would_fetch_a_url_or_pull_an_image_is_refused_and_not
     assert fetched.reason.startswith("refused: Dockerfile line 2, ADD fetches http://127.0.0.1")
     assert not pulled.ok and "is not on this Docker engine, and builds never pull" in pulled.reason
     assert asked == []
+
+
+def test_an_image_whose_bash_is_dash_gets_its_files_and_reward_as_before(executor, demo):
+    # Found by the second outside attack: dash's printf %b has no \xHH escapes, so the files
+    # came out as escape text, and the reward's size read stopped dash with an error.
+    tasks, _ = demo
+    source = variant(
+        tasks["hello-file"],
+        files={
+            "environment/Dockerfile": f"FROM {BASE_IMAGE}\nUSER root\n"
+            "RUN ln -sf /bin/dash /bin/bash\nWORKDIR /app\n"
+        },
+    )
+    built = executor.image_for(source)
+    assert built.ok, built.reason
+    for mode in MODES:
+        run = executor.run(source, built.tag, mode=mode)
+        assert outcome(run) == "passed", explain(run)
+        checked = executor.run(source, built.tag, solution=solution_checking(ODD_BYTES), mode=mode)
+        assert outcome(checked) == "passed", explain(checked)

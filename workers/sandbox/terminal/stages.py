@@ -59,6 +59,9 @@ _WRAPPER = r"""
 log=$1 limit=$2 tail=$3 workdir=$4 staged=$5 nonce=$6 rewards=$7 count=$8 files=$8
 shift 8
 [ "$files" != 0 ] || files=
+if [ -n "$files" ] && [ "$(printf '%b' '\x41')" != A ]; then
+  echo "@FILES_MARKER@ $nonce: this shell's printf has no \\x escapes" >&2; exit @FILES@
+fi
 while [ "$count" -gt 0 ]; do
   if [ "$2" = d ] && [ -d "$1" ] && [ ! -L "$1" ]; then
     { [ -O "$1" ] && [ -G "$1" ] || chown 0:0 -- "$1"; } && chmod 755 -- "$1"
@@ -94,8 +97,9 @@ if [ -n "$rewards" ]; then
   said=
   for file in @REWARD_JSON@ @REWARD_TXT@; do
     if [ -f "$file" ] && [ ! -L "$file" ]; then
-      size=$(wc -c < "$file" 2>/dev/null)
-      size=${size//[!0-9]/}
+      size=
+      for size in $(wc -c < "$file" 2>/dev/null); do break; done
+      case $size in *[!0-9]*) size= ;; esac
       if [ -n "$size" ] && [ "$size" -le @REWARD_MAX@ ]; then
         printf '%s reward %s %s\n' "$nonce" "$file" "$size"
         head -c "$size" -- "$file" 2>/dev/null
