@@ -62,6 +62,16 @@ def solution_checking(data: bytes) -> dict[str, bytes]:
     return {"solve.sh": solve.encode(), "data.bin": data}
 
 
+def hello_file_built_with(executor, demo, step: str, workdir: str = "/app") -> tuple[dict, str]:
+    """hello-file with one more Dockerfile step (and its WORKDIR), and its built image's tag."""
+    tasks, _ = demo
+    dockerfile = f"FROM {BASE_IMAGE}\nUSER root\n{step}\nWORKDIR {workdir}\n"
+    source = variant(tasks["hello-file"], files={"environment/Dockerfile": dockerfile})
+    built = executor.image_for(source)
+    assert built.ok, built.reason
+    return source, built.tag
+
+
 def check_writing(reward_script: str) -> dict:
     """hello-file's files with a test script that writes the reward as `reward_script` says."""
     return {"tests/test.sh": "#!/bin/bash\ncd /logs/verifier\n" + reward_script}
@@ -582,18 +592,9 @@ def test_a_check_whose_output_forges_the_reward_frame_gets_the_reward_its_file_s
 def test_an_image_file_in_the_way_of_the_solution_is_replaced_as_an_archive_copy_would(
     executor, demo
 ):
-    tasks, _ = demo
-    source = variant(
-        tasks["hello-file"],
-        files={
-            "environment/Dockerfile": f"FROM {BASE_IMAGE}\nUSER root\n"
-            "RUN mkdir -p /solution/solve.sh/inside\nWORKDIR /app\n"
-        },
-    )
-    built = executor.image_for(source)
-    assert built.ok, built.reason
+    source, tag = hello_file_built_with(executor, demo, "RUN mkdir -p /solution/solve.sh/inside")
     for mode in MODES:
-        run = executor.run(source, built.tag, mode=mode)
+        run = executor.run(source, tag, mode=mode)
         assert outcome(run) == "passed", explain(run)
 
 
@@ -611,14 +612,8 @@ def test_runs_are_quick(runs):
 
 
 def test_isolated_mode_is_refused_without_a_workdir(executor, demo):
-    tasks, _ = demo
-    source = variant(
-        tasks["hello-file"],
-        files={"environment/Dockerfile": f"FROM {BASE_IMAGE}\nUSER root\nWORKDIR /\n"},
-    )
-    built = executor.image_for(source)
-    assert built.ok, built.reason
-    run = executor.run(source, built.tag, mode="isolated")
+    source, tag = hello_file_built_with(executor, demo, "", workdir="/")
+    run = executor.run(source, tag, mode="isolated")
     assert outcome(run) == "sandbox_error"
     assert "isolated mode refused" in run["reason"] and "WORKDIR" in run["reason"]
 
@@ -772,18 +767,9 @@ def test_a_dockerfile_that_would_fetch_a_url_or_pull_an_image_is_refused_and_not
 def test_an_image_whose_bash_is_dash_gets_its_files_and_reward_as_before(executor, demo):
     # Found by the second outside attack: dash's printf %b has no \xHH escapes, so the files
     # came out as escape text, and the reward's size read stopped dash with an error.
-    tasks, _ = demo
-    source = variant(
-        tasks["hello-file"],
-        files={
-            "environment/Dockerfile": f"FROM {BASE_IMAGE}\nUSER root\n"
-            "RUN ln -sf /bin/dash /bin/bash\nWORKDIR /app\n"
-        },
-    )
-    built = executor.image_for(source)
-    assert built.ok, built.reason
+    source, tag = hello_file_built_with(executor, demo, "RUN ln -sf /bin/dash /bin/bash")
     for mode in MODES:
-        run = executor.run(source, built.tag, mode=mode)
+        run = executor.run(source, tag, mode=mode)
         assert outcome(run) == "passed", explain(run)
-        checked = executor.run(source, built.tag, solution=solution_checking(ODD_BYTES), mode=mode)
+        checked = executor.run(source, tag, solution=solution_checking(ODD_BYTES), mode=mode)
         assert outcome(checked) == "passed", explain(checked)
