@@ -67,6 +67,11 @@ def _parse_reward_json(raw: bytes) -> dict[str, float]:
     return rewards
 
 
+def _parse(path: str, data: bytes) -> dict[str, float]:
+    """The rewards of a reward file's bytes, read as its path (json or txt) says."""
+    return _parse_reward_json(data) if path == REWARD_JSON else _parse_reward_txt(data)
+
+
 def judge(
     api,
     result,
@@ -90,8 +95,7 @@ def judge(
         try:
             if reward_file is not None:
                 where, data = reward_file
-                parse = _parse_reward_json if where == REWARD_JSON else _parse_reward_txt
-                rewards = parse(data)
+                rewards = _parse(where, data)
             else:
                 rewards, where = _read_rewards(api, container_id, window)
         except _Unreadable as exc:
@@ -136,8 +140,7 @@ def _read_rewards(
         data, _mtime, problem = fetched
         if problem:
             raise _Unreadable(problem)
-        rewards = _parse_reward_json(data) if path == REWARD_JSON else _parse_reward_txt(data)
-        return rewards, path
+        return _parse(path, data), path
     raise _Unreadable(f"no reward: the tests wrote neither {REWARD_JSON} nor {REWARD_TXT}")
 
 

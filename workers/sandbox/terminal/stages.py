@@ -7,7 +7,7 @@ STAGING) in place of the image's. A stage's result is {"exit_code", "seconds", "
 "output_tail"}.
 
 Two things the engine would otherwise do in calls of their own are done by the wrapper, in the
-stage's one exec (each archive call re-executes the engine, about 20 ms of its CPU):
+stage's one exec (each archive call re-executes the engine, about 40 ms a call):
 - `files`: the stage's small files (the agent's, the tests of a faithful check) are written by
   bash's `printf %b` before the command, from arguments (`files_argv`), as the engine's archive
   copy puts them: a folder that is there stays (root's, mode 755), anything else in the way of
