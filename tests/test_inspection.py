@@ -312,3 +312,33 @@ def test_a_long_analysis_under_way_is_not_queued_again_by_a_sweep_and_a_dead_one
     # A worker that died mid-analysis writes no more signs of life: the sweep queues it again.
     time.sleep(3.5)
     assert services.runs_sweep()["reanalysed"] == 1
+
+
+def test_every_tasks_figures_are_written_when_the_analysis_writes_them_a_few_tasks_at_a_time(
+    planted_inspected, monkeypatch
+):
+    from inspector.services import analysis
+
+    inspection = planted_inspected
+    figures = (
+        "pk", "last_inspection_id", "severity", "open_flags", "pending_review", "runs_count",
+        "reference_pass_rate", "sample_pass_rate", "learnability", "survivor_share",
+        "cluster_count",
+    )  # fmt: skip
+
+    def written():
+        return list(
+            Task.objects.filter(version_id=inspection.version_id)
+            .order_by("pk")
+            .values_list(*figures)
+        )
+
+    at_once = written()
+    assert any(row[3] for row in at_once)  # the planted set has flagged tasks
+    Task.objects.filter(version_id=inspection.version_id).update(
+        severity=0, open_flags="", pending_review=False, runs_count=0, last_inspection=None
+    )
+    monkeypatch.setattr(analysis, "_TASKS_WRITTEN_AT_ONCE", 2)
+    analysis.inspection_analyse(inspection_id=inspection.pk)
+
+    assert written() == at_once

@@ -187,40 +187,28 @@ def _flags_store(inspection, findings, analysis, depth, runs_of, harness_finding
         for flag in flags:
             if flag.status in Flag.BLOCKING:
                 blocking.setdefault(flag.task_id, []).append(flag)
-        tasks = list(
-            Task.objects.filter(version_id=inspection.version_id).only(
-                "pk", "severity", "open_flags", "pending_review", "last_inspection", "runs_count"
+        # The tasks' figures are written 2,000 tasks at a time: a 100,000-task set's model
+        # instances all at once were 68 MB of the worker's peak (bench/analysis_scale.py).
+        task_count = 0
+        pk_list = list(
+            Task.objects.filter(version_id=inspection.version_id)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        for start in range(0, len(pk_list), _TASKS_WRITTEN_AT_ONCE):
+            chunk = pk_list[start : start + _TASKS_WRITTEN_AT_ONCE]
+            tasks = list(
+                Task.objects.filter(pk__in=chunk).only(
+                    "pk",
+                    "severity",
+                    "open_flags",
+                    "pending_review",
+                    "last_inspection",
+                    "runs_count",
+                )
             )
-        )
-        for task in tasks:
-            stats = analysis.stats.get(task.pk)
-            mine = sorted(blocking.get(task.pk, []), key=lambda f: (-f.severity, f.code))
-            task.last_inspection_id = inspection_id
-            task.severity = combined_severity([f.severity for f in mine])
-            task.open_flags = ",".join(f.code for f in mine)
-            task.pending_review = any(f.status == Flag.OPEN for f in mine)
-            task.runs_count = runs_of.get(task.pk, 0)
-            task.reference_pass_rate = stats.reference_pass_rate if stats else None
-            task.sample_pass_rate = stats.sample_pass_rate if stats else None
-            deep = depth.stats.get(task.pk) if depth else None
-            task.learnability = deep.learnability if deep else None
-            task.survivor_share = deep.survivor_share if deep else None
-            task.cluster_count = deep.cluster_count if deep else None
-        rows_update(
-            tasks,
-            (
-                "last_inspection",
-                "severity",
-                "open_flags",
-                "pending_review",
-                "runs_count",
-                "reference_pass_rate",
-                "sample_pass_rate",
-                "learnability",
-                "survivor_share",
-                "cluster_count",
-            ),
-        )
+            task_count += len(tasks)
+            _task_figures(tasks, inspection_id, analysis, depth, runs_of, blocking)
         now = timezone.now()
         Inspection.objects.filter(pk=inspection_id).update(
             status=Inspection.FINISHED,
@@ -234,10 +222,47 @@ def _flags_store(inspection, findings, analysis, depth, runs_of, harness_finding
         len(flags),
         sum(len(mine) for mine in blocking.values()),
         len({flag.task_id for flag in flags}),
-        len(tasks),
+        task_count,
     )
     inspection.refresh_from_db()
     return inspection
+
+
+_TASKS_WRITTEN_AT_ONCE = 2000
+
+
+def _task_figures(tasks, inspection_id, analysis, depth, runs_of, blocking) -> None:
+    """Set and write each task's figures from this inspection: its blocking flags' severity and
+    codes, its runs and pass rates, the deeper figures."""
+    for task in tasks:
+        stats = analysis.stats.get(task.pk)
+        mine = sorted(blocking.get(task.pk, []), key=lambda f: (-f.severity, f.code))
+        task.last_inspection_id = inspection_id
+        task.severity = combined_severity([f.severity for f in mine])
+        task.open_flags = ",".join(f.code for f in mine)
+        task.pending_review = any(f.status == Flag.OPEN for f in mine)
+        task.runs_count = runs_of.get(task.pk, 0)
+        task.reference_pass_rate = stats.reference_pass_rate if stats else None
+        task.sample_pass_rate = stats.sample_pass_rate if stats else None
+        deep = depth.stats.get(task.pk) if depth else None
+        task.learnability = deep.learnability if deep else None
+        task.survivor_share = deep.survivor_share if deep else None
+        task.cluster_count = deep.cluster_count if deep else None
+    rows_update(
+        tasks,
+        (
+            "last_inspection",
+            "severity",
+            "open_flags",
+            "pending_review",
+            "runs_count",
+            "reference_pass_rate",
+            "sample_pass_rate",
+            "learnability",
+            "survivor_share",
+            "cluster_count",
+        ),
+    )
 
 
 def task_outcomes(inspection_id: int) -> dict[int, dict[str, int]]:
