@@ -189,25 +189,15 @@ def _flags_store(inspection, findings, analysis, depth, runs_of, harness_finding
                 blocking.setdefault(flag.task_id, []).append(flag)
         # The tasks' figures are written 2,000 tasks at a time: a 100,000-task set's model
         # instances all at once were 68 MB of the worker's peak (bench/analysis_scale.py).
-        task_count = 0
-        pk_list = list(
-            Task.objects.filter(version_id=inspection.version_id)
+        task_count, after = 0, 0
+        while tasks := list(
+            Task.objects.filter(version_id=inspection.version_id, pk__gt=after)
             .order_by("pk")
-            .values_list("pk", flat=True)
-        )
-        for start in range(0, len(pk_list), _TASKS_WRITTEN_AT_ONCE):
-            chunk = pk_list[start : start + _TASKS_WRITTEN_AT_ONCE]
-            tasks = list(
-                Task.objects.filter(pk__in=chunk).only(
-                    "pk",
-                    "severity",
-                    "open_flags",
-                    "pending_review",
-                    "last_inspection",
-                    "runs_count",
-                )
-            )
-            task_count += len(tasks)
+            .only("pk", "severity", "open_flags", "pending_review", "last_inspection")[
+                :_TASKS_WRITTEN_AT_ONCE
+            ]
+        ):
+            task_count, after = task_count + len(tasks), tasks[-1].pk
             _task_figures(tasks, inspection_id, analysis, depth, runs_of, blocking)
         now = timezone.now()
         Inspection.objects.filter(pk=inspection_id).update(
