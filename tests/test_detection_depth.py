@@ -626,3 +626,78 @@ def test_the_task_page_shows_an_anomaly_as_a_table_beside_the_set_median(
     assert "<td><code>survivor_share</code></td><td>0.500</td><td>0.000</td><td>10.0</td>" in page
     assert "1 surviving mutant, 1 killed" in page and "<code>m3</code>" in page
     assert "Evidence: 0 runs" not in page
+
+
+def test_the_analysis_flags_a_set_alike_whether_it_reads_two_tasks_at_a_time_or_all_at_once(
+    import_taskset, inspect_now, monkeypatch
+):
+    from inspector.services import analysis
+    from tests.builders import PLANTED_SAMPLES, PLANTED_TASKS
+
+    leaky = clamp_task("clamp/leaky", FULL_CHECK)
+    leaky["canonical_solution"] = "    return min(10, max(0, x))\n"
+    leaky["prompt"] = prompt("clamp", "Clamp x into 0..10. Hint: return min(10, max(0, x))")
+    weak = clamp_task("clamp/weak", ONE_ASSERT)
+    weak["prompt"] = prompt("clamp", "Bound x below by zero and above by ten.")
+    plain = [
+        task(
+            f"plain/add-{k}",
+            body=f"    return x + {k}\n",
+            test=f"def check(candidate):\n    assert candidate(1) == {1 + k}\n"
+            f"    assert candidate(7) == {7 + k}\n",
+        )
+        for k in range(3, 8)
+    ]
+    tasks = [
+        *PLANTED_TASKS, *plain, clamp_task("clamp/full", FULL_CHECK), weak, leaky, CASE,
+        *twins("Clamp the integer x into the closed range from zero to ten, inclusive of both"),
+        wrong_example_task("double/wrong-example"),
+    ]  # fmt: skip
+    samples = [
+        *PLANTED_SAMPLES,
+        *(
+            {"task_id": "case/has_a", "sample_id": f"{reading}-{i}", "completion": c}
+            for reading, bodies in (("sensitive", SENSITIVE), ("insensitive", INSENSITIVE))
+            for i, c in enumerate(bodies)
+        ),
+    ]
+    inspection = inspect(import_taskset, inspect_now, tasks, samples)
+
+    def flags():
+        return sorted(
+            (
+                flag.task.task_id, flag.code, flag.severity, flag.confidence, flag.explanation,
+                flag.evidence_run_ids, json.dumps(flag.evidence, sort_keys=True),
+            )
+            for flag in Flag.objects.filter(inspection=inspection).select_related("task")
+        )  # fmt: skip
+
+    def figures():
+        return list(
+            Task.objects.filter(version_id=inspection.version_id)
+            .order_by("pk")
+            .values_list(
+                "severity", "open_flags", "runs_count", "reference_pass_rate",
+                "sample_pass_rate", "learnability", "survivor_share", "cluster_count",
+            )
+        )  # fmt: skip
+
+    # In a set this small the forest's picks score low: the bar is lowered to flag them.
+    monkeypatch.setattr("inspector.detect.depth.ANOMALY_MIN_SCORE", 0.5)
+    analysis.inspection_analyse(inspection_id=inspection.pk)
+    at_once = flags(), figures()
+    # Flags of every kind of rule: on outcomes, on one task's deeper runs, across the set.
+    assert {row[1] for row in at_once[0]} >= {
+        "unsolvable", "weak_tests", "ambiguous", "answer_leak", "duplicate", "anomaly",
+    }  # fmt: skip
+    # An anomaly shows the odd task's reference and sample runs, read again for it alone.
+    odd = Flag.objects.filter(inspection=inspection, code="anomaly").first()
+    assert odd is not None and sorted(odd.evidence_run_ids) == sorted(
+        Run.objects.filter(
+            inspection=inspection, task=odd.task, kind__in=(Run.REFERENCE, Run.SAMPLE)
+        ).values_list("pk", flat=True)
+    )
+    monkeypatch.setattr(analysis, "_TASKS_ANALYSED_AT_ONCE", 2)
+    analysis.inspection_analyse(inspection_id=inspection.pk)
+
+    assert (flags(), figures()) == at_once

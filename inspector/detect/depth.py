@@ -12,7 +12,7 @@ confidence and evidence a reviewer can judge.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ class DepthSettings:
     per_call_seconds: float = 0.5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DepthStats:
     learnability: float | None
     survivor_share: float | None
@@ -80,30 +80,116 @@ def analyse_depth(
     sample id, probe, mutant id, or for behaviour runs the solution: "reference",
     "sample:<id>", "mutant:<id>"), outcome, stdout (behaviour runs) and detail (mutant runs:
     diff, description). `other_prompts`: prompts of other task sets, for duplicates across
-    sets. `flagged`: the codes the outcome rules already raised, per task."""
+    sets. `flagged`: the codes the outcome rules already raised, per task.
+
+    The same as `tasks_depth` on every task, then `set_findings` on them all: a caller with
+    more tasks than it wants in memory at once runs the first on a chunk of tasks at a time."""
     flagged = flagged or {}
+    part = tasks_depth(tasks, runs, flagged=flagged, settings=settings)
+    findings = list(part.findings)
+    findings.extend(
+        set_findings(
+            [(t["task_key"], t["task_id"], t["prompt"]) for t in tasks],
+            feature_frame(part.feature_keys, part.feature_rows),
+            raised={f.task_key for f in findings} | {k for k, codes in flagged.items() if codes},
+            evidence_of=part.evidence,
+            other_prompts=other_prompts,
+            settings=settings,
+        )
+    )
+    findings.sort(key=lambda f: (f.task_key, -f.severity))
+    return DepthAnalysis(findings=findings, stats=part.stats)
+
+
+# The figures the anomaly forest compares tasks on, one row a task.
+FEATURES = (
+    "reference_pass_rate",
+    "sample_pass_rate",
+    "flake_rate",
+    "survivor_share",
+    "cluster_count",
+    "mean_seconds",
+)
+
+# What an anomaly shows, per task: the mutant evidence (a dict for the flag's evidence, the
+# survivors' runs) and the task's reference and sample runs.
+AnomalyEvidence = tuple[dict, list[int], list[int]]
+
+
+@dataclass(frozen=True)
+class TasksDepth:
+    """The deeper rules that look at one task at a time, on some tasks: their findings (each
+    task's own rules, then the answer leaks; unsorted), figures, and anomaly features (rows in
+    the tasks' order); `evidence` only when asked for (`keep_evidence`)."""
+
+    findings: list[FlagFinding]
+    stats: dict[int, DepthStats]
+    feature_keys: list[int]
+    feature_rows: list[tuple[float, ...]]
+    evidence: dict[int, AnomalyEvidence]
+
+
+def tasks_depth(
+    tasks: list[dict[str, Any]],
+    runs: list[dict[str, Any]],
+    *,
+    flagged: Mapping[int, set[str]],
+    settings: DepthSettings = DepthSettings(),
+    keep_evidence: bool = True,
+) -> TasksDepth:
+    """The per-task deeper rules on `tasks` and their `runs` (as `analyse_depth` takes them).
+    Without `keep_evidence` the anomaly evidence is not kept (a caller re-reads it for the few
+    tasks the forest picks: `set_findings`'s `evidence_of`)."""
     by_task: dict[int, list[dict]] = {}
     for run in runs:
         by_task.setdefault(run["task_key"], []).append(run)
-
     findings: list[FlagFinding] = []
     stats: dict[int, DepthStats] = {}
-    features: dict[int, dict[str, float]] = {}
-    mutant_evidence: dict[int, tuple[dict, list[int], list[int]]] = {}
+    keys: list[int] = []
+    rows: list[tuple[float, ...]] = []
+    evidence: dict[int, AnomalyEvidence] = {}
     for task in tasks:
         key = task["task_key"]
-        found, task_stats, task_features, mutant_evidence[key] = _task_signals(
+        found, task_stats, task_features, task_evidence = _task_signals(
             task, by_task.get(key, []), flagged.get(key, set()), settings
         )
         findings.extend(found)
         stats[key] = task_stats
-        features[key] = task_features
+        keys.append(key)
+        rows.append(tuple(float(task_features[name]) for name in FEATURES))
+        if keep_evidence:
+            evidence[key] = task_evidence
+    findings.extend(_answer_leaks(tasks))
+    return TasksDepth(findings, stats, keys, rows, evidence)
 
-    findings.extend(_prompt_signals(tasks, other_prompts or {}, settings))
-    raised = {f.task_key for f in findings} | {k for k, codes in flagged.items() if codes}
-    findings.extend(_anomalies(features, raised, mutant_evidence))
-    findings.sort(key=lambda f: (f.task_key, -f.severity))
-    return DepthAnalysis(findings=findings, stats=stats)
+
+def feature_frame(keys: list[int], rows: list[tuple[float, ...]]):
+    """The anomaly features as the forest takes them: one row a task, indexed by task key."""
+    import numpy as np
+    import pandas as pd
+
+    matrix = np.array(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
+    return pd.DataFrame(matrix, index=pd.Index(keys), columns=list(FEATURES))
+
+
+def set_findings(
+    prompts: list[tuple[int, str, str]],
+    features,
+    *,
+    raised: set[int],
+    evidence_of: Mapping[int, AnomalyEvidence] | Callable[[list[int]], Mapping],
+    other_prompts: Mapping[Hashable, str] | None = None,
+    settings: DepthSettings = DepthSettings(),
+) -> list[FlagFinding]:
+    """The deeper rules that compare a task with the rest of its set: `duplicate` over
+    `prompts` ((task key, task id, prompt), in the set's order) and `other_prompts`, then
+    `anomaly` over `features` (`feature_frame`) among the tasks no rule flagged (`raised`, to
+    which the duplicates are added). `evidence_of` gives the picked tasks' anomaly evidence: a
+    mapping, or a function of their keys that reads it."""
+    found = _duplicates(prompts, other_prompts or {}, settings)
+    raised = raised | {f.task_key for f in found}
+    found.extend(_anomalies(features, raised, evidence_of))
+    return found
 
 
 def _finding(
@@ -473,9 +559,7 @@ def _flake_rate(runs: list[dict]) -> float:
     return sum(len(v) > 1 for v in by_solution.values()) / len(by_solution)
 
 
-def _prompt_signals(
-    tasks: list[dict], other_prompts: Mapping[Hashable, str], settings: DepthSettings
-) -> list[FlagFinding]:
+def _answer_leaks(tasks: list[dict]) -> list[FlagFinding]:
     from inspector.detect import signals
 
     found: list[FlagFinding] = []
@@ -491,8 +575,19 @@ def _prompt_signals(
                     {"line": leak.line, "lines": leak.lines, "distinctive": leak.distinctive},
                 )
             )
-    prompts: dict[Hashable, str] = {("task", t["task_key"]): t["prompt"] for t in tasks}
-    ids = {("task", t["task_key"]): t["task_id"] for t in tasks}
+    return found
+
+
+def _duplicates(
+    tasks: list[tuple[int, str, str]],
+    other_prompts: Mapping[Hashable, str],
+    settings: DepthSettings,
+) -> list[FlagFinding]:
+    from inspector.detect import signals
+
+    found: list[FlagFinding] = []
+    prompts: dict[Hashable, str] = {("task", key): prompt for key, _, prompt in tasks}
+    ids = {("task", key): task_id for key, task_id, _ in tasks}
     for other, prompt in other_prompts.items():
         prompts[("other", other)] = prompt
     best: dict[int, tuple[float, Hashable, Any]] = {}
@@ -535,24 +630,38 @@ def _taskset_of(other: Hashable) -> str | None:
 
 
 def _anomalies(
-    features: dict[int, dict[str, float]],
+    features,
     raised: set[int],
-    mutant_evidence: Mapping[int, tuple[dict, list[int], list[int]]],
+    evidence_of: Mapping[int, AnomalyEvidence] | Callable[[list[int]], Mapping],
 ) -> list[FlagFinding]:
-    """Odd tasks no rule flagged. The evidence is each named feature's value beside the set's
-    median; when the survivor share is one of them, the mutants that survived (and their runs);
-    when another is, the task's reference and sample runs."""
+    """Odd tasks no rule flagged, among `features` (a frame, one row a task indexed by its key,
+    or a dict of task key -> {feature: value}). The evidence is each named feature's value beside
+    the set's median; when the survivor share is one of them, the mutants that survived (and
+    their runs); when another is, the task's reference and sample runs (`evidence_of`: a mapping,
+    or a function of the picked tasks' keys that reads it)."""
     if len(features) < 10:
         return []
     import pandas as pd
 
     from inspector.detect import signals
 
-    frame = pd.DataFrame.from_dict(features, orient="index")
+    frame = (
+        features
+        if isinstance(features, pd.DataFrame)
+        else pd.DataFrame.from_dict(features, orient="index")
+    )
+    picked = [
+        (task_key, score)
+        for task_key, score in signals.anomalies(frame).items()
+        if task_key not in raised and score.score >= ANOMALY_MIN_SCORE
+    ]
+    if not picked:
+        return []
+    evidence_by_task = (
+        evidence_of([int(key) for key, _ in picked]) if callable(evidence_of) else evidence_of
+    )
     found = []
-    for task_key, score in signals.anomalies(frame).items():
-        if task_key in raised or score.score < ANOMALY_MIN_SCORE:
-            continue
+    for task_key, score in picked:
         named = ", ".join(
             f"{name} {score.values.get(name, 0):.2f} where the set's median is "
             f"{(score.usual or {}).get(name, 0):.2f} (robust z {score.zscores.get(name, 0):+.1f})"
@@ -572,7 +681,7 @@ def _anomalies(
                 for name in score.features
             ],
         }
-        extra, mutant_runs, check_runs = mutant_evidence.get(int(task_key), ({}, [], []))
+        extra, mutant_runs, check_runs = evidence_by_task.get(int(task_key), ({}, [], []))
         runs: list[int] = []
         if "survivor_share" in score.features:
             evidence.update(extra)

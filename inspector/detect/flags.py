@@ -75,7 +75,7 @@ class FlagFinding:
     evidence: dict = field(default_factory=dict, hash=False, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskStats:
     task_key: int
     runs: int

@@ -34,8 +34,6 @@ def inspection_analyse(*, inspection_id: int) -> Inspection:
 
 
 def _inspection_analyse(inspection_id: int) -> Inspection:
-    from inspector.detect.flags import analyse_runs  # pandas: only the analysis needs it
-
     inspection = Inspection.objects.select_related("version").get(pk=inspection_id)
     if inspection.config.get("kind") == Task.REPO:
         from inspector.services.repo_runs import repo_analysis
@@ -52,7 +50,134 @@ def _inspection_analyse(inspection_id: int) -> Inspection:
         return _flags_store(
             inspection, list(analysis.findings), analysis, None, runs_of, analysis.harness_findings
         )
-    rows = Run.objects.filter(inspection_id=inspection_id).values_list(
+    if inspection.config.get("mode"):  # terminal tasks
+        from inspector.detect.terminal import analyse_terminal_runs
+
+        records, _, runs_of = _runs_read(inspection_id)
+        analysis = analyse_terminal_runs(
+            records,
+            mode=inspection.config["mode"],
+            harness_share=settings.HARNESS_FINDING_SHARE,
+            harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
+        )
+        return _flags_store(
+            inspection, list(analysis.findings), analysis, None, runs_of, analysis.harness_findings
+        )
+    findings, analysis, depth, runs_of = _function_analysis(inspection)
+    harness_findings: list[dict] = []
+    if analysis.boundary:
+        from inspector.detect.flags import boundary_findings
+
+        names = dict(
+            Task.objects.filter(pk__in=list(analysis.boundary)).values_list("pk", "task_id")
+        )
+        harness_findings = boundary_findings(analysis, names)
+    return _flags_store(inspection, findings, analysis, depth, runs_of, harness_findings)
+
+
+# Function tasks are analysed this many at a time: every rule but the duplicate search and the
+# anomaly forest looks at one task's runs alone, so a chunk's runs, texts and per-task results
+# need not outlive it (bench/analysis_scale.py: at 100,000 tasks the whole inspection at once
+# was 4.8 KB a task of the worker's peak).
+_TASKS_ANALYSED_AT_ONCE = 2000
+
+
+def _function_analysis(inspection: Inspection):
+    """The outcome rules and the deeper rules on a function-task inspection, a chunk of tasks at
+    a time (the set's order: tasks are stored in it, so by key), then the rules across the set
+    on what each chunk left: every prompt, six figures a task, and the findings. Returns the
+    findings (ordered as `_flags_store` takes them), the outcome analysis (stats, boundary), the
+    deeper one (stats) and each task's count of runs."""
+    # pandas and scikit-learn: only the analysis needs them
+    from inspector.detect.depth import DepthAnalysis, feature_frame, set_findings
+    from inspector.detect.flags import Analysis
+
+    depth_settings = _depth_settings()
+    outcome_findings: list = []
+    depth_findings: list = []
+    stats: dict = {}
+    boundary: dict = {}
+    depth_stats: dict = {}
+    feature_keys: list[int] = []
+    feature_rows: list[tuple[float, ...]] = []
+    prompts: list[tuple[int, str, str]] = []
+    raised: set[int] = set()
+    runs_of: dict[int, int] = {}
+    for tasks in _function_task_chunks(inspection.version_id, _TASKS_ANALYSED_AT_ONCE):
+        outcomes, deep, counts = _tasks_analysed(inspection.pk, tasks, depth_settings)
+        runs_of.update(counts)
+        outcome_findings.extend(outcomes.findings)
+        stats.update(outcomes.stats)
+        boundary.update(outcomes.boundary)
+        depth_findings.extend(deep.findings)
+        depth_stats.update(deep.stats)
+        feature_keys.extend(deep.feature_keys)
+        feature_rows.extend(deep.feature_rows)
+        raised.update(f.task_key for f in outcomes.findings)
+        raised.update(f.task_key for f in deep.findings)
+        prompts.extend((task["task_key"], task["task_id"], task["prompt"]) for task in tasks)
+
+    def evidence_of(task_keys: list[int]) -> dict:
+        """The anomaly evidence of the few tasks the forest picks, read again."""
+        tasks = _function_tasks(inspection.version_id, task_keys)
+        _, deep, _ = _tasks_analysed(inspection.pk, tasks, depth_settings, keep_evidence=True)
+        return deep.evidence
+
+    depth_findings.extend(
+        set_findings(
+            prompts,
+            feature_frame(feature_keys, feature_rows),
+            raised=raised,
+            evidence_of=evidence_of,
+            other_prompts=_other_prompts(inspection),
+            settings=depth_settings,
+        )
+    )
+    # As one analysis of the whole set orders them: by task, then severity; the outcome rules'
+    # first among equals, then the deeper ones in the order they were found.
+    outcome_findings.sort(key=lambda f: (f.task_key, -f.severity))
+    depth_findings.sort(key=lambda f: (f.task_key, -f.severity))
+    findings = sorted([*outcome_findings, *depth_findings], key=lambda f: (f.task_key, -f.severity))
+    analysis = Analysis(
+        findings=outcome_findings, stats=dict(sorted(stats.items())), boundary=boundary
+    )
+    return findings, analysis, DepthAnalysis(findings=depth_findings, stats=depth_stats), runs_of
+
+
+def _tasks_analysed(inspection_id: int, tasks: list[dict], depth_settings, *, keep_evidence=False):
+    """The rules that look at one task's runs alone (the outcome rules, then the deeper ones),
+    on these tasks (`_function_tasks`): their outcome analysis, their deeper analysis
+    (detect.depth.TasksDepth) and each one's count of runs."""
+    from inspector.detect.depth import tasks_depth
+    from inspector.detect.flags import analyse_runs
+
+    keys = [task["task_key"] for task in tasks]
+    records, deeper_runs, counts = _runs_read(inspection_id, keys)
+    for record in records:
+        del record["mode"]  # the reason stays: it tells a run the sandbox boundary decided
+    outcomes = analyse_runs(records)
+    del records
+    flagged: dict[int, set[str]] = {}
+    for finding in outcomes.findings:
+        flagged.setdefault(finding.task_key, set()).add(str(finding.code))
+    _deeper_read(inspection_id, keys, deeper_runs)
+    deep = tasks_depth(
+        tasks, deeper_runs, flagged=flagged, settings=depth_settings, keep_evidence=keep_evidence
+    )
+    return outcomes, deep, counts
+
+
+def _runs_read(inspection_id: int, task_keys: list[int] | None = None):
+    """The inspection's runs (of `task_keys` only, if given): the records the outcome rules
+    take, the runs the deeper rules take (without their output: `_deeper_read`), and each
+    task's count of runs of every kind (the count its page and its history show)."""
+    rows = Run.objects.filter(inspection_id=inspection_id)
+    if task_keys is not None:
+        rows = rows.filter(task_id__in=task_keys)
+    records: list[dict] = []
+    deeper_runs: list[dict] = []
+    runs_of: dict[int, int] = {}
+    for pk, task_pk, kind, sample_id, probe, outcome, mode, error, duration in rows.values_list(
         "pk",
         "task_id",
         "kind",
@@ -62,14 +187,7 @@ def _inspection_analyse(inspection_id: int) -> Inspection:
         "mode",
         "error",
         "duration",
-    )
-    records = []
-    deeper_runs: list[dict] = []
-    # Every run of each task, of every kind: the count its page and its history show.
-    runs_of: dict[int, int] = {}
-    for pk, task_pk, kind, sample_id, probe, outcome, mode, error, duration in rows.iterator(
-        chunk_size=5000
-    ):
+    ).iterator(chunk_size=5000):
         runs_of[task_pk] = runs_of.get(task_pk, 0) + 1
         if kind in (Run.MUTANT, Run.BEHAVIOUR):
             deeper_runs.append(
@@ -99,35 +217,75 @@ def _inspection_analyse(inspection_id: int) -> Inspection:
                     "duration": duration,
                 }
             )
-    harness_findings: list[dict] = []
-    depth = None
-    if inspection.config.get("mode"):  # terminal tasks
-        from inspector.detect.terminal import analyse_terminal_runs
+    return records, deeper_runs, runs_of
 
-        analysis = analyse_terminal_runs(
-            records,
-            mode=inspection.config["mode"],
-            harness_share=settings.HARNESS_FINDING_SHARE,
-            harness_min_tasks=settings.HARNESS_FINDING_MIN_TASKS,
-        )
-        harness_findings = analysis.harness_findings
-        findings = list(analysis.findings)
-    else:
-        for record in records:
-            del record["mode"]  # the reason stays: it tells a run the sandbox boundary decided
-        analysis = analyse_runs(records)
-        depth = _analyse_depth(inspection, deeper_runs, analysis)
-        findings = sorted(
-            [*analysis.findings, *depth.findings], key=lambda f: (f.task_key, -f.severity)
-        )
-        if analysis.boundary:
-            from inspector.detect.flags import boundary_findings
 
-            names = dict(
-                Task.objects.filter(pk__in=list(analysis.boundary)).values_list("pk", "task_id")
-            )
-            harness_findings = boundary_findings(analysis, names)
-    return _flags_store(inspection, findings, analysis, depth, runs_of, harness_findings)
+def _deeper_read(inspection_id: int, task_keys: list[int], deeper_runs: list[dict]) -> None:
+    """Adds the behaviour runs' output and the mutant runs' detail (diff, description) to
+    `deeper_runs`, those of `task_keys`."""
+    by_pk = {run["run_id"]: run for run in deeper_runs}
+    for pk, stdout, detail in (
+        Run.objects.filter(
+            inspection_id=inspection_id,
+            task_id__in=task_keys,
+            kind__in=(Run.BEHAVIOUR, Run.MUTANT),
+        )
+        .values_list("pk", "stdout_tail", "detail")
+        .iterator(chunk_size=2000)
+    ):
+        by_pk[pk]["stdout"] = stdout
+        by_pk[pk]["detail"] = {k: v for k, v in (detail or {}).items() if k != "completion"}
+
+
+_TASK_FIELDS = (
+    "pk",
+    "task_id",
+    "prompt",
+    "canonical_solution",
+    "behaviour_inputs",
+    "test",
+    "entry_point",
+)
+
+
+def _function_task_chunks(version_id: int, size: int):
+    """The version's tasks as the deeper rules take them (`_function_tasks`), `size` at a time
+    in the set's order."""
+    after = 0
+    while keys := list(
+        Task.objects.filter(version_id=version_id, pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:size]
+    ):
+        after = keys[-1]
+        yield _function_tasks(version_id, keys)
+
+
+def _function_tasks(version_id: int, task_keys: list[int]) -> list[dict]:
+    """These tasks of the version, in key order, with their samples' models."""
+    tasks = [
+        {
+            "task_key": pk,
+            "task_id": task_id,
+            "prompt": prompt,
+            "canonical_solution": solution,
+            "inputs": inputs,
+            "test": test,
+            "entry_point": entry_point,
+            "sample_models": {},
+        }
+        for pk, task_id, prompt, solution, inputs, test, entry_point in Task.objects.filter(
+            version_id=version_id, pk__in=task_keys
+        )
+        .order_by("pk")
+        .values_list(*_TASK_FIELDS)
+    ]
+    by_key = {task["task_key"]: task for task in tasks}
+    for task_pk, sample_id, model in Sample.objects.filter(task_id__in=task_keys).values_list(
+        "task_id", "sample_id", "model"
+    ):
+        by_key[task_pk]["sample_models"][sample_id] = model
+    return tasks
 
 
 class _RepoStats:
@@ -318,70 +476,26 @@ def _drift(inspection: Inspection, findings) -> list:
     )
 
 
-def _analyse_depth(inspection: Inspection, deeper_runs: list[dict], analysis):
-    """The deeper flags (inspector/detect/depth.py): behaviour and mutant runs, the prompts of
-    this version and of the other task sets' latest versions."""
-    from inspector.detect.depth import DepthSettings, analyse_depth
+def _depth_settings():
+    from inspector.detect.depth import DepthSettings
 
-    by_pk = {run["run_id"]: run for run in deeper_runs}
-    for pk, stdout, detail in (
-        Run.objects.filter(inspection_id=inspection.pk, kind__in=(Run.BEHAVIOUR, Run.MUTANT))
-        .values_list("pk", "stdout_tail", "detail")
-        .iterator(chunk_size=2000)
-    ):
-        by_pk[pk]["stdout"] = stdout
-        by_pk[pk]["detail"] = {k: v for k, v in (detail or {}).items() if k != "completion"}
-    tasks = [
-        {
-            "task_key": pk,
-            "task_id": task_id,
-            "prompt": prompt,
-            "canonical_solution": solution,
-            "inputs": inputs,
-            "test": test,
-            "entry_point": entry_point,
-        }
-        for pk, task_id, prompt, solution, inputs, test, entry_point in Task.objects.filter(
-            version_id=inspection.version_id
-        ).values_list(
-            "pk",
-            "task_id",
-            "prompt",
-            "canonical_solution",
-            "behaviour_inputs",
-            "test",
-            "entry_point",
-        )
-    ]
-    models: dict[int, dict[str, str]] = {}
-    for task_pk, sample_id, model in Sample.objects.filter(
-        task__version_id=inspection.version_id
-    ).values_list("task_id", "sample_id", "model"):
-        models.setdefault(task_pk, {})[sample_id] = model
-    for task in tasks:
-        task["sample_models"] = models.get(task["task_key"], {})
+    return DepthSettings(
+        survivor_share=settings.WEAK_TESTS_SURVIVOR_SHARE,
+        duplicate_similarity=settings.DUPLICATE_SIMILARITY,
+        per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
+    )
+
+
+def _other_prompts(inspection: Inspection) -> dict:
+    """The prompts of the other task sets' latest versions, for duplicates across sets."""
     latest_others = TaskSetVersion.objects.filter(
         number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
         .order_by("-number")
         .values("number")[:1]
     ).exclude(taskset_id=inspection.version.taskset_id)
-    other_prompts = {
+    return {
         (taskset, task_id): prompt
         for taskset, task_id, prompt in Task.objects.filter(
             version__in=latest_others.values("pk")
         ).values_list("version__taskset__name", "task_id", "prompt")
     }
-    flagged: dict[int, set[str]] = {}
-    for finding in analysis.findings:
-        flagged.setdefault(finding.task_key, set()).add(str(finding.code))
-    return analyse_depth(
-        tasks,
-        deeper_runs,
-        other_prompts=other_prompts,
-        flagged=flagged,
-        settings=DepthSettings(
-            survivor_share=settings.WEAK_TESTS_SURVIVOR_SHARE,
-            duplicate_similarity=settings.DUPLICATE_SIMILARITY,
-            per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
-        ),
-    )
