@@ -163,12 +163,13 @@ def tasks_depth(
     return TasksDepth(findings, stats, keys, rows, evidence)
 
 
-def feature_frame(keys: list[int], rows: list[tuple[float, ...]]):
-    """The anomaly features as the forest takes them: one row a task, indexed by task key."""
+def feature_frame(keys: list[int], rows) -> Any:
+    """The anomaly features as the forest takes them: one row a task, indexed by task key.
+    `rows`: a row of `FEATURES` a task, or all of them one after the other (a flat array)."""
     import numpy as np
     import pandas as pd
 
-    matrix = np.array(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
+    matrix = np.asarray(rows, dtype=np.float64).reshape(len(keys), len(FEATURES))
     return pd.DataFrame(matrix, index=pd.Index(keys), columns=list(FEATURES))
 
 

@@ -4,11 +4,12 @@ data), and the drift against the previous inspection."""
 from __future__ import annotations
 
 import logging
+from array import array
 from types import SimpleNamespace
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import OuterRef
+from django.db.models import OuterRef, Q
 from django.utils import timezone
 
 from inspector.detect.codes import combined_severity
@@ -99,12 +100,12 @@ def _function_analysis(inspection: Inspection):
     boundary: dict = {}
     depth_stats: dict = {}
     feature_keys: list[int] = []
-    feature_rows: list[tuple[float, ...]] = []
+    feature_values = array("d")  # six figures a task, one task after the other
     prompts: list[tuple[int, str, str]] = []
     raised: set[int] = set()
     runs_of: dict[int, int] = {}
     for tasks in _function_task_chunks(inspection.version_id, _TASKS_ANALYSED_AT_ONCE):
-        outcomes, deep, counts = _tasks_analysed(inspection.pk, tasks, depth_settings)
+        outcomes, deep, counts = _tasks_analysed(inspection.pk, tasks, depth_settings, span=True)
         runs_of.update(counts)
         outcome_findings.extend(outcomes.findings)
         stats.update(outcomes.stats)
@@ -112,21 +113,22 @@ def _function_analysis(inspection: Inspection):
         depth_findings.extend(deep.findings)
         depth_stats.update(deep.stats)
         feature_keys.extend(deep.feature_keys)
-        feature_rows.extend(deep.feature_rows)
+        for row in deep.feature_rows:
+            feature_values.extend(row)
         raised.update(f.task_key for f in outcomes.findings)
         raised.update(f.task_key for f in deep.findings)
         prompts.extend((task["task_key"], task["task_id"], task["prompt"]) for task in tasks)
 
     def evidence_of(task_keys: list[int]) -> dict:
         """The anomaly evidence of the few tasks the forest picks, read again."""
-        tasks = _function_tasks(inspection.version_id, task_keys)
+        tasks = _function_tasks(Task.objects.filter(pk__in=task_keys), _of_tasks(task_keys))
         _, deep, _ = _tasks_analysed(inspection.pk, tasks, depth_settings, keep_evidence=True)
         return deep.evidence
 
     depth_findings.extend(
         set_findings(
             prompts,
-            feature_frame(feature_keys, feature_rows),
+            feature_frame(feature_keys, feature_values),
             raised=raised,
             evidence_of=evidence_of,
             other_prompts=_other_prompts(inspection),
@@ -144,15 +146,18 @@ def _function_analysis(inspection: Inspection):
     return findings, analysis, DepthAnalysis(findings=depth_findings, stats=depth_stats), runs_of
 
 
-def _tasks_analysed(inspection_id: int, tasks: list[dict], depth_settings, *, keep_evidence=False):
+def _tasks_analysed(
+    inspection_id: int, tasks: list[dict], depth_settings, *, span=False, keep_evidence=False
+):
     """The rules that look at one task's runs alone (the outcome rules, then the deeper ones),
-    on these tasks (`_function_tasks`): their outcome analysis, their deeper analysis
-    (detect.depth.TasksDepth) and each one's count of runs."""
+    on these tasks (`_function_tasks`; `span`: every task of the set between the first and the
+    last): their outcome analysis, their deeper analysis (detect.depth.TasksDepth) and each
+    one's count of runs."""
     from inspector.detect.depth import tasks_depth
     from inspector.detect.flags import analyse_runs
 
-    keys = [task["task_key"] for task in tasks]
-    records, deeper_runs, counts = _runs_read(inspection_id, keys)
+    which = _of_tasks([task["task_key"] for task in tasks], span=span)
+    records, deeper_runs, counts = _runs_read(inspection_id, which)
     for record in records:
         del record["mode"]  # the reason stays: it tells a run the sandbox boundary decided
     outcomes = analyse_runs(records)
@@ -160,20 +165,29 @@ def _tasks_analysed(inspection_id: int, tasks: list[dict], depth_settings, *, ke
     flagged: dict[int, set[str]] = {}
     for finding in outcomes.findings:
         flagged.setdefault(finding.task_key, set()).add(str(finding.code))
-    _deeper_read(inspection_id, keys, deeper_runs)
+    _deeper_read(inspection_id, which, deeper_runs)
     deep = tasks_depth(
         tasks, deeper_runs, flagged=flagged, settings=depth_settings, keep_evidence=keep_evidence
     )
     return outcomes, deep, counts
 
 
-def _runs_read(inspection_id: int, task_keys: list[int] | None = None):
-    """The inspection's runs (of `task_keys` only, if given): the records the outcome rules
+def _of_tasks(task_keys: list[int], *, span: bool = False) -> Q:
+    """Rows (runs, samples) of these tasks. When they are every task of the set between the
+    first and the last (`span`: a chunk), by the range of their keys: an IN list of 2,000 keys
+    cost Django a second a 100,000-task analysis for each table it read."""
+    if span:
+        return Q(task_id__gte=task_keys[0], task_id__lte=task_keys[-1])
+    return Q(task_id__in=task_keys)
+
+
+def _runs_read(inspection_id: int, which: Q | None = None):
+    """The inspection's runs (of some tasks only: `which`, `_of_tasks`): the records the outcome rules
     take, the runs the deeper rules take (without their output: `_deeper_read`), and each
     task's count of runs of every kind (the count its page and its history show)."""
     rows = Run.objects.filter(inspection_id=inspection_id)
-    if task_keys is not None:
-        rows = rows.filter(task_id__in=task_keys)
+    if which is not None:
+        rows = rows.filter(which)
     records: list[dict] = []
     deeper_runs: list[dict] = []
     runs_of: dict[int, int] = {}
@@ -220,16 +234,12 @@ def _runs_read(inspection_id: int, task_keys: list[int] | None = None):
     return records, deeper_runs, runs_of
 
 
-def _deeper_read(inspection_id: int, task_keys: list[int], deeper_runs: list[dict]) -> None:
+def _deeper_read(inspection_id: int, which: Q, deeper_runs: list[dict]) -> None:
     """Adds the behaviour runs' output and the mutant runs' detail (diff, description) to
-    `deeper_runs`, those of `task_keys`."""
+    `deeper_runs`, those of some tasks (`which`, `_of_tasks`)."""
     by_pk = {run["run_id"]: run for run in deeper_runs}
     for pk, stdout, detail in (
-        Run.objects.filter(
-            inspection_id=inspection_id,
-            task_id__in=task_keys,
-            kind__in=(Run.BEHAVIOUR, Run.MUTANT),
-        )
+        Run.objects.filter(which, inspection_id=inspection_id, kind__in=(Run.BEHAVIOUR, Run.MUTANT))
         .values_list("pk", "stdout_tail", "detail")
         .iterator(chunk_size=2000)
     ):
@@ -252,17 +262,17 @@ def _function_task_chunks(version_id: int, size: int):
     """The version's tasks as the deeper rules take them (`_function_tasks`), `size` at a time
     in the set's order."""
     after = 0
-    while keys := list(
-        Task.objects.filter(version_id=version_id, pk__gt=after)
-        .order_by("pk")
-        .values_list("pk", flat=True)[:size]
+    while tasks := _function_tasks(
+        Task.objects.filter(version_id=version_id, pk__gt=after).order_by("pk")[:size],
+        None,
     ):
-        after = keys[-1]
-        yield _function_tasks(version_id, keys)
+        after = tasks[-1]["task_key"]
+        yield tasks
 
 
-def _function_tasks(version_id: int, task_keys: list[int]) -> list[dict]:
-    """These tasks of the version, in key order, with their samples' models."""
+def _function_tasks(rows, samples: Q | None) -> list[dict]:
+    """The tasks of `rows` (a query), in its order, with their samples' models (of `samples`,
+    `_of_tasks`; None: every task between the first and the last)."""
     tasks = [
         {
             "task_key": pk,
@@ -274,17 +284,20 @@ def _function_tasks(version_id: int, task_keys: list[int]) -> list[dict]:
             "entry_point": entry_point,
             "sample_models": {},
         }
-        for pk, task_id, prompt, solution, inputs, test, entry_point in Task.objects.filter(
-            version_id=version_id, pk__in=task_keys
+        for pk, task_id, prompt, solution, inputs, test, entry_point in rows.values_list(
+            *_TASK_FIELDS
         )
-        .order_by("pk")
-        .values_list(*_TASK_FIELDS)
     ]
+    if not tasks:
+        return tasks
     by_key = {task["task_key"]: task for task in tasks}
-    for task_pk, sample_id, model in Sample.objects.filter(task_id__in=task_keys).values_list(
+    if samples is None:
+        samples = _of_tasks([tasks[0]["task_key"], tasks[-1]["task_key"]], span=True)
+    for task_pk, sample_id, model in Sample.objects.filter(samples).values_list(
         "task_id", "sample_id", "model"
     ):
-        by_key[task_pk]["sample_models"][sample_id] = model
+        if task_pk in by_key:  # a range may hold another set's tasks
+            by_key[task_pk]["sample_models"][sample_id] = model
     return tasks
 
 
