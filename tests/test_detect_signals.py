@@ -435,6 +435,26 @@ def test_tfidf_on_5000_synthetic_prompts_finishes_quickly() -> None:
     assert seconds < 6, seconds
 
 
+def test_duplicates_are_found_alike_when_the_index_is_built_a_few_prompts_at_a_time(
+    monkeypatch,
+) -> None:
+    from inspector.detect.signals import duplicates
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(3000)]
+    weights = list(itertools.accumulate(1 / rank for rank in range(1, len(words) + 1)))
+    prompts = {i: " ".join(rng.choices(words, cum_weights=weights, k=30)) for i in range(600)}
+    # Near copies far from their originals, and one right after it.
+    for copy, original in ((600, 5), (601, 333), (602, 599)):
+        prompts[copy] = prompts[original] + " w7"
+    at_once = near_duplicates(prompts, threshold=0.8)
+
+    monkeypatch.setattr(duplicates, "INDEX_BLOCK_ROWS", 4)
+
+    assert near_duplicates(prompts, threshold=0.8) == at_once
+    assert {(5, 600), (333, 601), (599, 602)} <= {(a, b) for a, b, _ in at_once}
+
+
 def test_an_answer_leaked_in_the_prompt_is_found_and_boilerplate_is_not() -> None:
     reference = (
         "    distance = abs(elem - elem2)\n"
