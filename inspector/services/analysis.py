@@ -76,11 +76,20 @@ def _inspection_analyse(inspection_id: int) -> Inspection:
     return _flags_store(inspection, findings, analysis, depth, runs_of, harness_findings)
 
 
-# Function tasks are analysed this many at a time: every rule but the duplicate search and the
+# Function tasks are analysed a chunk at a time: every rule but the duplicate search and the
 # anomaly forest looks at one task's runs alone, so a chunk's runs, texts and per-task results
 # need not outlive it (bench/analysis_scale.py: at 100,000 tasks the whole inspection at once
-# was 4.8 KB a task of the worker's peak).
-_TASKS_ANALYSED_AT_ONCE = 2000
+# was 4.8 KB a task of the worker's peak). A chunk holds about this many runs (a default
+# HumanEval inspection makes 60 a task, a cheap set one), and at most _TASKS_AT_ONCE tasks.
+_RUNS_ANALYSED_AT_ONCE = 50_000
+_TASKS_AT_ONCE = 5000
+
+
+def _chunk_tasks(inspection: Inspection) -> int:
+    """How many tasks a chunk of this inspection's analysis holds (`_RUNS_ANALYSED_AT_ONCE`)."""
+    runs = Run.objects.filter(inspection_id=inspection.pk).count()
+    tasks = max(1, Task.objects.filter(version_id=inspection.version_id).count())
+    return max(1, min(_TASKS_AT_ONCE, _RUNS_ANALYSED_AT_ONCE * tasks // max(1, runs)))
 
 
 def _function_analysis(inspection: Inspection):
@@ -104,7 +113,7 @@ def _function_analysis(inspection: Inspection):
     prompts: list[tuple[int, str, str]] = []
     raised: set[int] = set()
     runs_of: dict[int, int] = {}
-    for tasks in _function_task_chunks(inspection.version_id, _TASKS_ANALYSED_AT_ONCE):
+    for tasks in _function_task_chunks(inspection.version_id, _chunk_tasks(inspection)):
         outcomes, deep, counts = _tasks_analysed(inspection.pk, tasks, depth_settings, span=True)
         runs_of.update(counts)
         outcome_findings.extend(outcomes.findings)
