@@ -31,21 +31,34 @@ def rows_update(objs: list, fields: tuple[str, ...] | list[str], *, batch_size: 
     if not objs:
         return 0
     model = type(objs[0])
+    connection = connections[router.db_for_write(model)]
+    concrete = [model._meta.get_field(name) for name in fields]
+    return values_update(
+        model,
+        fields,
+        (
+            [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in concrete]
+            + [obj.pk]
+            for obj in objs
+        ),
+        batch_size=batch_size,
+    )
+
+
+def values_update(model, fields, rows, *, batch_size: int = 2000) -> int:
+    """Write plain values to rows of `model` (as `rows_update`, without model instances): each
+    of `rows` is the values of `fields` as the database takes them (ints, floats, strings,
+    booleans, None; a foreign key's id), then the row's primary key. Returns the rows written."""
     db = router.db_for_write(model)
     connection = connections[db]
     meta = model._meta
-    concrete = [meta.get_field(name) for name in fields]
     quote = connection.ops.quote_name
     sql = "UPDATE {} SET {} WHERE {} = %s".format(
         quote(meta.db_table),
-        ", ".join(f"{quote(field.column)} = %s" for field in concrete),
+        ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in fields),
         quote(meta.pk.column),
     )
-    rows = [
-        [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in concrete]
-        + [obj.pk]
-        for obj in objs
-    ]
+    rows = list(rows)
     with transaction.atomic(using=db, savepoint=False), connection.cursor() as cursor:
         for start in range(0, len(rows), batch_size):
             cursor.executemany(sql, rows[start : start + batch_size])

@@ -20,7 +20,7 @@ from inspector.models import (
     Sample,
     Task,
     TaskSetVersion,
-    rows_update,
+    values_update,
 )
 from inspector.services.lifecycle import analysis_alive
 
@@ -367,18 +367,21 @@ def _flags_store(inspection, findings, analysis, depth, runs_of, harness_finding
         for flag in flags:
             if flag.status in Flag.BLOCKING:
                 blocking.setdefault(flag.task_id, []).append(flag)
-        # The tasks' figures are written 2,000 tasks at a time: a 100,000-task set's model
-        # instances all at once were 68 MB of the worker's peak (bench/analysis_scale.py).
+        # The tasks' figures are written 2,000 tasks at a time, as plain values: a 100,000-task
+        # set's model instances all at once were 68 MB of the worker's peak, and making them
+        # and their values ready for the database 5 s (bench/analysis_scale.py).
         task_count, after = 0, 0
-        while tasks := list(
+        while keys := list(
             Task.objects.filter(version_id=inspection.version_id, pk__gt=after)
             .order_by("pk")
-            .only("pk", "severity", "open_flags", "pending_review", "last_inspection")[
-                :_TASKS_WRITTEN_AT_ONCE
-            ]
+            .values_list("pk", flat=True)[:_TASKS_WRITTEN_AT_ONCE]
         ):
-            task_count, after = task_count + len(tasks), tasks[-1].pk
-            _task_figures(tasks, inspection_id, analysis, depth, runs_of, blocking)
+            task_count, after = task_count + len(keys), keys[-1]
+            values_update(
+                Task,
+                _TASK_FIGURES,
+                _task_figures(keys, inspection_id, analysis, depth, runs_of, blocking),
+            )
         now = timezone.now()
         Inspection.objects.filter(pk=inspection_id).update(
             status=Inspection.FINISHED,
@@ -401,38 +404,45 @@ def _flags_store(inspection, findings, analysis, depth, runs_of, harness_finding
 _TASKS_WRITTEN_AT_ONCE = 2000
 
 
-def _task_figures(tasks, inspection_id, analysis, depth, runs_of, blocking) -> None:
-    """Set and write each task's figures from this inspection: its blocking flags' severity and
-    codes, its runs and pass rates, the deeper figures."""
-    for task in tasks:
-        stats = analysis.stats.get(task.pk)
-        mine = sorted(blocking.get(task.pk, []), key=lambda f: (-f.severity, f.code))
-        task.last_inspection_id = inspection_id
-        task.severity = combined_severity([f.severity for f in mine])
-        task.open_flags = ",".join(f.code for f in mine)
-        task.pending_review = any(f.status == Flag.OPEN for f in mine)
-        task.runs_count = runs_of.get(task.pk, 0)
-        task.reference_pass_rate = stats.reference_pass_rate if stats else None
-        task.sample_pass_rate = stats.sample_pass_rate if stats else None
-        deep = depth.stats.get(task.pk) if depth else None
-        task.learnability = deep.learnability if deep else None
-        task.survivor_share = deep.survivor_share if deep else None
-        task.cluster_count = deep.cluster_count if deep else None
-    rows_update(
-        tasks,
-        (
-            "last_inspection",
-            "severity",
-            "open_flags",
-            "pending_review",
-            "runs_count",
-            "reference_pass_rate",
-            "sample_pass_rate",
-            "learnability",
-            "survivor_share",
-            "cluster_count",
-        ),
-    )
+_TASK_FIGURES = (
+    "last_inspection",
+    "severity",
+    "open_flags",
+    "pending_review",
+    "runs_count",
+    "reference_pass_rate",
+    "sample_pass_rate",
+    "learnability",
+    "survivor_share",
+    "cluster_count",
+)
+
+
+def _task_figures(task_keys, inspection_id, analysis, depth, runs_of, blocking):
+    """Each task's figures from this inspection (`_TASK_FIGURES`, then its key): its blocking
+    flags' severity and codes, its runs and pass rates, the deeper figures."""
+    for key in task_keys:
+        stats = analysis.stats.get(key)
+        mine = sorted(blocking.get(key, []), key=lambda f: (-f.severity, f.code))
+        deep = depth.stats.get(key) if depth else None
+        yield [
+            inspection_id,
+            int(combined_severity([f.severity for f in mine])),
+            ",".join(f.code for f in mine),
+            any(f.status == Flag.OPEN for f in mine),
+            int(runs_of.get(key, 0)),
+            _number(stats.reference_pass_rate if stats else None, float),
+            _number(stats.sample_pass_rate if stats else None, float),
+            _number(deep.learnability if deep else None, float),
+            _number(deep.survivor_share if deep else None, float),
+            _number(deep.cluster_count if deep else None, int),
+            key,
+        ]
+
+
+def _number(value, kind):
+    """A figure as the database takes it: None, or a plain int or float (not numpy's)."""
+    return None if value is None else kind(value)
 
 
 def task_outcomes(inspection_id: int) -> dict[int, dict[str, int]]:
