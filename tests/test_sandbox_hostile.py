@@ -1139,7 +1139,9 @@ def test_a_run_cannot_read_how_much_memory_an_earlier_run_made_the_runner_hold(
         "status = dict(line.split(':', 1) for line in open(f'/proc/{runner}/status'))\n"
         "print('HX ' + json.dumps(int(status['VmHWM'].split()[0])))\n"
     )
-    with opened(sandbox) as session:
+    # Time enough to relay the 24 MB answer on a loaded machine (it once reached 1.5 s in CI):
+    # a run stopped by its clock first would leave the runner's peak untested.
+    with opened(sandbox, dataclasses.replace(LIMITS, wall_seconds=15.0)) as session:
         before, _ = run(session, look)
         heavy, _ = run(session, "    return 'x' * (24 << 20)\n")
         after, _ = run(session, look)
