@@ -145,13 +145,10 @@ def _function_analysis(inspection: Inspection):
         )
     )
     # As one analysis of the whole set orders them: by task, then severity; the outcome rules'
-    # first among equals, then the deeper ones in the order they were found.
-    outcome_findings.sort(key=lambda f: (f.task_key, -f.severity))
-    depth_findings.sort(key=lambda f: (f.task_key, -f.severity))
+    # first among equals, then the deeper ones in the order they were found (a stable sort).
     findings = sorted([*outcome_findings, *depth_findings], key=lambda f: (f.task_key, -f.severity))
-    analysis = Analysis(
-        findings=outcome_findings, stats=dict(sorted(stats.items())), boundary=boundary
-    )
+    # The chunks come in key order, so the merged outcome findings and stats are in it too.
+    analysis = Analysis(findings=outcome_findings, stats=stats, boundary=boundary)
     return findings, analysis, DepthAnalysis(findings=depth_findings, stats=depth_stats), runs_of
 
 
