@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from workers.sandbox import (
     Outcome,
     SandboxUnavailable,
     UnsandboxedSandbox,
+    base,
     get_sandbox,
     local,
 )
@@ -46,8 +48,19 @@ def run(sandbox: LocalSandbox, program: str, limits: Limits = QUICK) -> tuple[Ex
     return result, time.monotonic() - start
 
 
+def _parking(pid: int) -> bool:
+    """A sandbox being started ahead of need: bwrap, or its child, waiting on --block-fd for
+    a program (a run's own bwrap is reaped before the run returns)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return argv[0].endswith(b"bwrap") and b"--block-fd" in argv
+
+
 def live_processes_of(uid: int, sandbox: LocalSandbox | None = None) -> list[int]:
-    """Processes of `uid`, but for the sandbox's parked one (started for the next program)."""
+    """Processes of `uid` (zombies too), but for the sandboxes parked, or being parked, for the
+    next program."""
     parked = sandbox.parked_pids() if sandbox is not None else set()
     pids = []
     for entry in Path("/proc").iterdir():
@@ -56,6 +69,7 @@ def live_processes_of(uid: int, sandbox: LocalSandbox | None = None) -> list[int
                 entry.name.isdigit()
                 and int(entry.name) not in parked
                 and entry.stat().st_uid == uid
+                and not _parking(int(entry.name))
             ):
                 pids.append(int(entry.name))
         except OSError:
@@ -130,6 +144,38 @@ def test_a_fork_bomb_ends_and_the_host_is_fine_afterwards(sandbox: LocalSandbox)
         assert live_processes_of(uid, sandbox) == []
     after, _ = run(sandbox, "print('still fine')")
     assert after.passed and after.stdout_tail == "still fine\n"
+
+
+def test_a_stopped_sandbox_that_takes_a_while_to_end_is_waited_for_not_orphaned(
+    tmp_path: Path,
+) -> None:
+    # bwrap ends only once the kernel has ended every process of its pid namespace, which can
+    # take over a second on a loaded machine; killing it then would orphan the sandbox's pid 1
+    # to the host's init, which in a container may never reap it. A plain host process (no
+    # sandbox needed) stands in for bwrap: told to stop, it takes 1.5 s to end.
+    ended = tmp_path / "ended"
+    program = (
+        "import signal, sys, time\n"
+        "def end(*_):\n"
+        "    time.sleep(1.5)\n"
+        f"    open({str(ended)!r}, 'w').close()\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGUSR1, end)\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    time.sleep(1)\n"
+    )
+    run = base.execute(
+        [sys.executable, "-c", program],
+        cwd=str(tmp_path),
+        env={},
+        limits=Limits(wall_seconds=1),
+        preexec=lambda: None,
+        stop=lambda pid: os.kill(pid, signal.SIGUSR1),
+    )
+    assert run.killed_for == "timeout"
+    assert ended.exists()
+    assert run.exit_code == 0
 
 
 def test_the_process_limit_stops_forking_early(sandbox: LocalSandbox) -> None:

@@ -90,6 +90,14 @@ def _keep_tail(buf: bytearray, chunk: bytes, keep: int) -> None:
         del buf[: len(buf) - keep]
 
 
+# How long a stopped process gets to end before its process group is killed. bwrap ends once
+# the kernel has ended every process of the sandbox's pid namespace and bwrap has reaped its
+# pid 1; a fork bomb on a loaded machine can take over a second. Killing bwrap sooner hands that
+# pid 1 to the host's init, and an init that does not reap (a container's) keeps it for good: a
+# process of the run's uid that outlives the run.
+STOP_GRACE_SECONDS = 10.0
+
+
 def kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -200,7 +208,7 @@ def supervise(
         if killed_for:
             stop(proc.pid)
             try:
-                proc.wait(timeout=1)
+                proc.wait(timeout=STOP_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
                 logger.warning("%s outlived its stop; killing its process group", argv[0])
     finally:
