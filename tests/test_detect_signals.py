@@ -455,6 +455,27 @@ def test_duplicates_are_found_alike_when_the_index_is_built_a_few_prompts_at_a_t
     assert {(5, 600), (333, 601), (599, 602)} <= {(a, b) for a, b, _ in at_once}
 
 
+def test_duplicates_are_found_alike_from_pairs_read_once_as_from_a_mapping() -> None:
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(2000)]
+    prompts = {i: " ".join(rng.choices(words, k=25)) for i in range(300)}
+    prompts[300] = prompts[41] + " w9"
+    prompts[301] = prompts[299].replace("w", "w", 1) + " w3"
+    read = []
+
+    def pairs_read_once():
+        for key, text in prompts.items():
+            read.append(key)
+            yield key, text
+
+    from_pairs = near_duplicates(pairs_read_once(), threshold=0.8)
+
+    assert from_pairs == near_duplicates(prompts, threshold=0.8)
+    assert {(41, 300), (299, 301)} <= {(a, b) for a, b, _ in from_pairs}
+    assert read == list(prompts)  # each prompt read once, in order
+    assert near_duplicates(iter([("only", "def f(): pass")])) == []
+
+
 def test_an_answer_leaked_in_the_prompt_is_found_and_boilerplate_is_not() -> None:
     reference = (
         "    distance = abs(elem - elem2)\n"

@@ -700,6 +700,8 @@ def test_the_analysis_flags_a_set_alike_whether_it_reads_one_task_at_a_time_or_a
     assert analysis._chunk_tasks(inspection) >= len(tasks)  # a few hundred runs: one chunk
     monkeypatch.setattr(analysis, "_RUNS_ANALYSED_AT_ONCE", 1)
     assert analysis._chunk_tasks(inspection) == 1
+    # Prompts (for duplicates) are read, and figures written, two tasks at a time.
+    monkeypatch.setattr(analysis, "_TASKS_WRITTEN_AT_ONCE", 2)
     analysis.inspection_analyse(inspection_id=inspection.pk)
 
     assert (flags(), figures()) == at_once

@@ -342,3 +342,31 @@ def test_every_tasks_figures_are_written_when_the_analysis_writes_them_a_few_tas
     analysis.inspection_analyse(inspection_id=inspection.pk)
 
     assert written() == at_once
+
+
+def test_a_chunked_analysis_keeps_each_tasks_figures_as_given_and_refuses_keys_out_of_order() -> (
+    None
+):
+    from types import SimpleNamespace as Stats
+
+    from inspector.services.analysis import _FigureTable
+
+    table = _FigureTable()
+    table.extend(
+        [{"task_key": 3}, {"task_key": 8}],
+        {3: Stats(reference_pass_rate=1.0, sample_pass_rate=0.25)},
+        {3: Stats(learnability=0.1875, survivor_share=None, cluster_count=4)},
+        {3: 12},
+    )
+    table.extend([{"task_key": 20}], {}, {}, {20: 5})
+
+    assert vars(table.get(3)) == {
+        "runs": 12, "reference_pass_rate": 1.0, "sample_pass_rate": 0.25,
+        "learnability": 0.1875, "survivor_share": None, "cluster_count": 4,
+    }  # fmt: skip
+    assert isinstance(table.get(3).cluster_count, int)
+    assert set(vars(table.get(8)).values()) == {0, None}  # a task without runs: no figures
+    assert table.get(5) is None and table.get(21, "absent") == "absent"
+    assert (table.runs.get(3), table.runs.get(20), table.runs.get(4)) == (12, 5, 0)
+    with pytest.raises(ValueError, match="task 8 comes after task 20"):
+        table.extend([{"task_key": 8}], {}, {}, {})

@@ -12,7 +12,7 @@ confidence and evidence a reviewer can judge.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,9 +89,10 @@ def analyse_depth(
     findings = list(part.findings)
     findings.extend(
         set_findings(
-            [(t["task_key"], t["task_id"], t["prompt"]) for t in tasks],
+            [(t["task_key"], t["prompt"]) for t in tasks],
             feature_frame(part.feature_keys, part.feature_rows),
             raised={f.task_key for f in findings} | {k for k, codes in flagged.items() if codes},
+            names_of={t["task_key"]: t["task_id"] for t in tasks},
             evidence_of=part.evidence,
             other_prompts=other_prompts,
             settings=settings,
@@ -174,20 +175,23 @@ def feature_frame(keys: list[int], rows) -> Any:
 
 
 def set_findings(
-    prompts: list[tuple[int, str, str]],
+    prompts: Iterable[tuple[int, str]],
     features,
     *,
     raised: set[int],
+    names_of: Mapping[int, str] | Callable[[list[int]], Mapping[int, str]],
     evidence_of: Mapping[int, AnomalyEvidence] | Callable[[list[int]], Mapping],
-    other_prompts: Mapping[Hashable, str] | None = None,
+    other_prompts: Mapping[Hashable, str] | Iterable[tuple[Hashable, str]] | None = None,
     settings: DepthSettings = DepthSettings(),
 ) -> list[FlagFinding]:
     """The deeper rules that compare a task with the rest of its set: `duplicate` over
-    `prompts` ((task key, task id, prompt), in the set's order) and `other_prompts`, then
-    `anomaly` over `features` (`feature_frame`) among the tasks no rule flagged (`raised`, to
-    which the duplicates are added). `evidence_of` gives the picked tasks' anomaly evidence: a
-    mapping, or a function of their keys that reads it."""
-    found = _duplicates(prompts, other_prompts or {}, settings)
+    `prompts` ((task key, prompt), in the set's order) and `other_prompts` ((set name, task id)
+    -> prompt, or such pairs), then `anomaly` over `features` (`feature_frame`) among the tasks
+    no rule flagged (`raised`, to which the duplicates are added). Both kinds of prompts are
+    read once, so a caller may stream them. `names_of` gives the task ids of the tasks a
+    duplicate names, and `evidence_of` the picked tasks' anomaly evidence: each a mapping, or a
+    function of the task keys that reads it."""
+    found = _duplicates(prompts, other_prompts or {}, names_of, settings)
     raised = raised | {f.task_key for f in found}
     found.extend(_anomalies(features, raised, evidence_of))
     return found
@@ -580,29 +584,36 @@ def _answer_leaks(tasks: list[dict]) -> list[FlagFinding]:
 
 
 def _duplicates(
-    tasks: list[tuple[int, str, str]],
-    other_prompts: Mapping[Hashable, str],
+    tasks: Iterable[tuple[int, str]],
+    other_prompts: Mapping[Hashable, str] | Iterable[tuple[Hashable, str]],
+    names_of: Mapping[int, str] | Callable[[list[int]], Mapping[int, str]],
     settings: DepthSettings,
 ) -> list[FlagFinding]:
     from inspector.detect import signals
 
     found: list[FlagFinding] = []
-    prompts: dict[Hashable, str] = {("task", key): prompt for key, _, prompt in tasks}
-    ids = {("task", key): task_id for key, task_id, _ in tasks}
-    for other, prompt in other_prompts.items():
-        prompts[("other", other)] = prompt
+    others = other_prompts.items() if isinstance(other_prompts, Mapping) else other_prompts
+
+    def prompts():  # read once, as the search goes: no prompt's text is kept
+        for key, prompt in tasks:
+            yield ("task", key), prompt
+        for other, prompt in others:
+            yield ("other", other), prompt
+
     best: dict[int, tuple[float, Hashable, Any]] = {}
     for a, b, similarity in signals.near_duplicates(
-        prompts, threshold=settings.duplicate_similarity
+        prompts(), threshold=settings.duplicate_similarity
     ):
         for mine, theirs in ((a, b), (b, a)):
             if mine[0] != "task":
                 continue
             if best.get(mine[1], (0.0,))[0] < similarity:
                 best[mine[1]] = (similarity, theirs, mine)
+    named = [theirs[1] for _, theirs, _ in best.values() if theirs[0] == "task"]
+    names = names_of(named) if callable(names_of) else names_of
     for task_key, (similarity, theirs, _mine) in best.items():
         if theirs[0] == "task":
-            name = ids[theirs]
+            name = names[theirs[1]]
             where = "in this task set"
         else:
             name = str(theirs[1][1]) if isinstance(theirs[1], tuple) else str(theirs[1])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 from array import array
+from bisect import bisect_left
+from math import isnan
 from types import SimpleNamespace
 
 from django.conf import settings
@@ -95,9 +97,10 @@ def _chunk_tasks(inspection: Inspection) -> int:
 def _function_analysis(inspection: Inspection):
     """The outcome rules and the deeper rules on a function-task inspection, a chunk of tasks at
     a time (the set's order: tasks are stored in it, so by key), then the rules across the set
-    on what each chunk left: every prompt, six figures a task, and the findings. Returns the
-    findings (ordered as `_flags_store` takes them), the outcome analysis (stats, boundary), the
-    deeper one (stats) and each task's count of runs."""
+    on what each chunk left: six figures a task for the anomaly forest, and the findings; the
+    duplicate search reads the prompts again as it goes. Returns the findings (ordered as
+    `_flags_store` takes them), the outcome analysis (stats, boundary), the deeper one (stats)
+    and each task's count of runs; the stats and counts are one `_FigureTable`."""
     # pandas and scikit-learn: only the analysis needs them
     from inspector.detect.depth import DepthAnalysis, feature_frame, set_findings
     from inspector.detect.flags import Analysis
@@ -105,28 +108,22 @@ def _function_analysis(inspection: Inspection):
     depth_settings = _depth_settings()
     outcome_findings: list = []
     depth_findings: list = []
-    stats: dict = {}
     boundary: dict = {}
-    depth_stats: dict = {}
-    feature_keys: list[int] = []
+    figures = _FigureTable()
+    feature_keys = array("q")
     feature_values = array("d")  # six figures a task, one task after the other
-    prompts: list[tuple[int, str, str]] = []
     raised: set[int] = set()
-    runs_of: dict[int, int] = {}
     for tasks in _function_task_chunks(inspection.version_id, _chunk_tasks(inspection)):
         outcomes, deep, counts = _tasks_analysed(inspection.pk, tasks, depth_settings, span=True)
-        runs_of.update(counts)
+        figures.extend(tasks, outcomes.stats, deep.stats, counts)
         outcome_findings.extend(outcomes.findings)
-        stats.update(outcomes.stats)
         boundary.update(outcomes.boundary)
         depth_findings.extend(deep.findings)
-        depth_stats.update(deep.stats)
         feature_keys.extend(deep.feature_keys)
         for row in deep.feature_rows:
             feature_values.extend(row)
         raised.update(f.task_key for f in outcomes.findings)
         raised.update(f.task_key for f in deep.findings)
-        prompts.extend((task["task_key"], task["task_id"], task["prompt"]) for task in tasks)
 
     def evidence_of(task_keys: list[int]) -> dict:
         """The anomaly evidence of the few tasks the forest picks, read again."""
@@ -134,11 +131,15 @@ def _function_analysis(inspection: Inspection):
         _, deep, _ = _tasks_analysed(inspection.pk, tasks, depth_settings, keep_evidence=True)
         return deep.evidence
 
+    def names_of(task_keys: list[int]) -> dict[int, str]:
+        return dict(Task.objects.filter(pk__in=task_keys).values_list("pk", "task_id"))
+
     depth_findings.extend(
         set_findings(
-            prompts,
-            feature_frame(feature_keys, feature_values),
+            _prompts(inspection.version_id),
+            feature_frame(list(feature_keys), feature_values),
             raised=raised,
+            names_of=names_of,
             evidence_of=evidence_of,
             other_prompts=_other_prompts(inspection),
             settings=depth_settings,
@@ -147,9 +148,98 @@ def _function_analysis(inspection: Inspection):
     # As one analysis of the whole set orders them: by task, then severity; the outcome rules'
     # first among equals, then the deeper ones in the order they were found (a stable sort).
     findings = sorted([*outcome_findings, *depth_findings], key=lambda f: (f.task_key, -f.severity))
-    # The chunks come in key order, so the merged outcome findings and stats are in it too.
-    analysis = Analysis(findings=outcome_findings, stats=stats, boundary=boundary)
-    return findings, analysis, DepthAnalysis(findings=depth_findings, stats=depth_stats), runs_of
+    # The chunks come in key order, so the merged outcome findings are in it too.
+    analysis = Analysis(findings=outcome_findings, stats=figures, boundary=boundary)
+    depth = DepthAnalysis(findings=depth_findings, stats=figures)
+    return findings, analysis, depth, figures.runs
+
+
+class _FigureTable:
+    """Each task's figures from a chunked analysis, kept as flat arrays in key order (a dict of
+    TaskStats, one of DepthStats and one of run counts were 0.3 KB a task at 100,000 tasks).
+    `get(key)` gives a task's back as attributes, as a dict of stats would; a figure that was
+    None is kept as NaN, so a NaN figure comes back as None (no rule makes one)."""
+
+    FIELDS = (
+        "runs",
+        "reference_pass_rate",
+        "sample_pass_rate",
+        "learnability",
+        "survivor_share",
+        "cluster_count",
+    )
+    WHOLE = ("runs", "cluster_count")  # counts, given back as ints
+
+    def __init__(self) -> None:
+        self.keys = array("q")
+        self.values = array("d")
+
+    def extend(self, tasks: list[dict], stats: dict, depth_stats: dict, runs: dict) -> None:
+        """Add a chunk's tasks (after any task already added): their outcome stats, deeper
+        stats and counts of runs."""
+        nan = float("nan")
+        for task in tasks:
+            key = task["task_key"]
+            if self.keys and key <= self.keys[-1]:
+                raise ValueError(f"task {key} comes after task {self.keys[-1]}")
+            outcome, deep = stats.get(key), depth_stats.get(key)
+            row = (
+                runs.get(key, 0),
+                outcome.reference_pass_rate if outcome else None,
+                outcome.sample_pass_rate if outcome else None,
+                deep.learnability if deep else None,
+                deep.survivor_share if deep else None,
+                deep.cluster_count if deep else None,
+            )
+            self.keys.append(key)
+            self.values.extend(nan if value is None else value for value in row)
+
+    def _row(self, key: int):
+        at = bisect_left(self.keys, key)
+        if at == len(self.keys) or self.keys[at] != key:
+            return None
+        width = len(self.FIELDS)
+        return self.values[at * width : (at + 1) * width]
+
+    def get(self, key: int, default=None):
+        row = self._row(key)
+        if row is None:
+            return default
+        figures = {
+            name: None if isnan(value) else value
+            for name, value in zip(self.FIELDS, row, strict=True)
+        }
+        for name in self.WHOLE:
+            if figures[name] is not None:
+                figures[name] = int(figures[name])
+        return SimpleNamespace(**figures)
+
+    @property
+    def runs(self) -> _RunCounts:
+        return _RunCounts(self)
+
+
+class _RunCounts:
+    """A `_FigureTable`'s counts of runs, read as a dict of task key -> count."""
+
+    def __init__(self, table: _FigureTable) -> None:
+        self.table = table
+
+    def get(self, key: int, default: int = 0) -> int:
+        row = self.table._row(key)
+        return default if row is None else int(row[0])
+
+
+def _prompts(version_id: int):
+    """The version's (task key, prompt) pairs in the set's order, read a block at a time."""
+    after = 0
+    while rows := list(
+        Task.objects.filter(version_id=version_id, pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", "prompt")[:_TASKS_WRITTEN_AT_ONCE]
+    ):
+        after = rows[-1][0]
+        yield from rows
 
 
 def _tasks_analysed(
@@ -515,16 +605,17 @@ def _depth_settings():
     )
 
 
-def _other_prompts(inspection: Inspection) -> dict:
-    """The prompts of the other task sets' latest versions, for duplicates across sets."""
+def _other_prompts(inspection: Inspection):
+    """The prompts of the other task sets' latest versions, for duplicates across sets: ((set
+    name, task id), prompt) pairs, read a block at a time as the duplicate search goes."""
     latest_others = TaskSetVersion.objects.filter(
         number=TaskSetVersion.objects.filter(taskset=OuterRef("taskset"))
         .order_by("-number")
         .values("number")[:1]
     ).exclude(taskset_id=inspection.version.taskset_id)
-    return {
-        (taskset, task_id): prompt
-        for taskset, task_id, prompt in Task.objects.filter(
-            version__in=latest_others.values("pk")
-        ).values_list("version__taskset__name", "task_id", "prompt")
-    }
+    for taskset, task_id, prompt in (
+        Task.objects.filter(version__in=latest_others.values("pk"))
+        .values_list("version__taskset__name", "task_id", "prompt")
+        .iterator(chunk_size=_TASKS_WRITTEN_AT_ONCE)
+    ):
+        yield (taskset, task_id), prompt

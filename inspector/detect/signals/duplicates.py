@@ -3,7 +3,7 @@ exactly and sparsely (all-pairs prefix filtering), within or across task sets.""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -32,7 +32,7 @@ INDEX_BLOCK_ROWS = 8192
 
 
 def near_duplicates(
-    prompts: Mapping[Hashable, str],
+    prompts: Mapping[Hashable, str] | Iterable[tuple[Hashable, str]],
     *,
     threshold: float = 0.9,
     max_pairs: int = 10_000,
@@ -41,7 +41,9 @@ def near_duplicates(
     """Pairs of prompts whose TF-IDF vectors (words, sublinear tf, unit length; bigrams would
     cost seven times the time for little gain at a 0.9 threshold) have a cosine similarity of at least `threshold`: most similar first, then by
     position in `prompts`; at most `max_pairs`. Empty prompts are left out. Keys may be anything
-    hashable, e.g. (taskset, task_id) to look across task sets.
+    hashable, e.g. (taskset, task_id) to look across task sets. `prompts` is a mapping or
+    (key, prompt) pairs, read once: a caller may stream them (say, from the database), so no
+    prompt's text is held, only its row of the sparse matrix.
 
     Exact, and sparse all the way (all-pairs prefix filtering): the features of each prompt are
     ordered from the most common to the rarest, and the longest run of common ones that cannot
@@ -55,13 +57,22 @@ def near_duplicates(
     """
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    keys = [key for key, text in prompts.items() if isinstance(text, str) and text.strip()]
-    if len(keys) < 2:
-        return []
+    keys: list[Hashable] = []
+
+    def texts(pairs: Iterable[tuple[Hashable, str]]):
+        for key, text in pairs:
+            if isinstance(text, str) and text.strip():
+                keys.append(key)
+                yield text
+
     vectorizer = TfidfVectorizer(token_pattern=r"(?u)\b\w+\b", sublinear_tf=True, dtype=np.float64)
+    pairs = prompts.items() if isinstance(prompts, Mapping) else prompts
     try:
-        matrix = vectorizer.fit_transform([prompts[key] for key in keys]).tocsr()
-    except ValueError:  # no words at all
+        matrix = vectorizer.fit_transform(texts(pairs)).tocsr()
+    except ValueError:  # no prompt, or no words at all
+        return []
+    del vectorizer  # its vocabulary: every word of every prompt
+    if len(keys) < 2:
         return []
     matrix.sort_indices()
     df = np.bincount(matrix.indices, minlength=matrix.shape[1])  # prompts holding each word
