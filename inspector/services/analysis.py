@@ -173,6 +173,8 @@ class _FigureTable:
     def __init__(self) -> None:
         self.keys = array("q")
         self.values = array("d")
+        self._at = 0  # where the next key read is looked for first
+        self._last = (None, None)  # the last task read, and its figures
 
     def extend(self, tasks: list[dict], stats: dict, depth_stats: dict, runs: dict) -> None:
         """Add a chunk's tasks (after any task already added): their outcome stats, deeper
@@ -195,13 +197,18 @@ class _FigureTable:
             self.values.extend(nan if value is None else value for value in row)
 
     def _row(self, key: int):
-        at = bisect_left(self.keys, key)
-        if at == len(self.keys) or self.keys[at] != key:
-            return None
+        at = self._at  # the figures are read in key order: the row after the last one read
+        if not (at < len(self.keys) and self.keys[at] == key):
+            at = bisect_left(self.keys, key)
+            if at == len(self.keys) or self.keys[at] != key:
+                return None
+        self._at = at + 1
         width = len(self.FIELDS)
         return self.values[at * width : (at + 1) * width]
 
     def get(self, key: int, default=None):
+        if self._last[0] == key:  # asked again for the same task: its outcome, then deeper stats
+            return self._last[1]
         row = self._row(key)
         if row is None:
             return default
@@ -212,7 +219,8 @@ class _FigureTable:
         for name in self.WHOLE:
             if figures[name] is not None:
                 figures[name] = int(figures[name])
-        return SimpleNamespace(**figures)
+        self._last = (key, SimpleNamespace(**figures))
+        return self._last[1]
 
     @property
     def runs(self) -> _RunCounts:
@@ -226,8 +234,8 @@ class _RunCounts:
         self.table = table
 
     def get(self, key: int, default: int = 0) -> int:
-        row = self.table._row(key)
-        return default if row is None else int(row[0])
+        figures = self.table.get(key)
+        return default if figures is None else figures.runs
 
 
 def _prompts(version_id: int):
