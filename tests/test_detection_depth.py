@@ -548,6 +548,25 @@ def test_a_near_duplicate_links_to_its_twin_and_shows_how_the_prompts_differ(
     assert "Evidence: 0 runs" not in page
 
 
+def test_a_near_copy_of_a_task_in_another_set_is_a_duplicate_naming_that_set_and_task(
+    import_taskset, inspect_now, monkeypatch
+):
+    from inspector.services import analysis
+
+    twin_a, twin_b = twins("Clamp the integer x into the closed range 0 to 10, both in")
+    other = clamp_task("clamp/other", FULL_CHECK)
+    other["prompt"] = prompt("clamp", "Bound x below by zero and above by ten.")
+    import_taskset(name="earlier", tasks=[other, twin_a], samples=[])
+    # The other set's prompts are read a block of one at a time as the search goes.
+    monkeypatch.setattr(analysis, "_TASKS_WRITTEN_AT_ONCE", 1)
+    inspect(import_taskset, inspect_now, [twin_b, clamp_task("clamp/full", FULL_CHECK)], [])
+
+    duplicate = flag("clamp/twin-b", "duplicate")
+    assert "clamp/twin-a" in duplicate.explanation
+    assert "in task set earlier" in duplicate.explanation
+    assert not Flag.objects.filter(code="duplicate").exclude(pk=duplicate.pk).exists()
+
+
 def test_no_signal_shows_the_runs_of_the_samples_that_all_end_alike(
     import_taskset, inspect_now, reviewer_client
 ):
