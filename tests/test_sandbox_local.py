@@ -303,6 +303,79 @@ def test_the_work_folder_is_removed_after_the_run(
         assert not sandbox._parked
 
 
+def test_a_one_off_programs_files_are_bounded_in_total_and_its_main_py_is_read_only(
+    sandbox: LocalSandbox,
+) -> None:
+    # Before, /work was a host folder: the file-size limit held per file only, so a run could
+    # fill the host's disk, or leave it extents to free for minutes (an outside attack).
+    program = """
+import os
+print(open("main.py").read().strip().splitlines()[0])
+for i in range(3):
+    try:
+        with open(f"part{i}", "wb") as fh:
+            fh.write(b"x" * 600_000)
+        print("wrote", i)
+    except OSError as exc:
+        print("refused", i, exc.strerror)
+try:
+    open("main.py", "a")
+except OSError as exc:
+    print("main.py:", exc.strerror)
+"""
+    result = sandbox.run_python(program, limits=Limits(wall_seconds=5, file_bytes=1 << 20))
+
+    assert result.passed, result
+    assert result.stdout_tail.splitlines() == [
+        "import os", "wrote 0", "refused 1 No space left on device",
+        "refused 2 No space left on device", "main.py: Read-only file system",
+    ]  # fmt: skip
+
+
+def test_a_chain_of_folders_deeper_than_pythons_recursion_is_made_and_left_without_harm(
+    sandbox: LocalSandbox,
+) -> None:
+    program = (
+        "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
+    )
+    result, took = run(sandbox, program)
+
+    assert result.passed and result.stdout_tail == "deep\n", result
+    assert took < QUICK.wall_seconds
+
+
+def deep_chain(root: Path, depth: int) -> None:
+    """Folders nested `depth` deep under root, made through folder descriptors (the path is
+    longer than the system's limit on one)."""
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+
+
+def test_a_work_folder_deeper_than_pythons_recursion_is_removed_from_the_host(tmp_path) -> None:
+    # shutil.rmtree recurses on Python 3.11: it raised RecursionError, which left the folder
+    # and the run's cgroup behind and ended the sweep's pass.
+    from workers.sandbox.local import _remove_tree, sweep_work_folders
+
+    deep_chain(tmp_path / "mine", 3000)
+    _remove_tree(str(tmp_path / "mine"))
+    assert not (tmp_path / "mine").exists()
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    deep_chain(tmp_path / f"sandbox-{dead.pid}-deep", 3000)
+    (tmp_path / f"sandbox-{dead.pid}-next").mkdir()
+    assert sweep_work_folders(str(tmp_path)) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_interpreter_that_cannot_start_makes_the_sandbox_unavailable() -> None:
     with pytest.raises(SandboxUnavailable, match="no-such-python"):
         get_sandbox("local", python="/usr/bin/no-such-python")

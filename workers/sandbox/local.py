@@ -66,6 +66,8 @@ _INIT_NAME = "sandbox-init"  # prefixes the one-off init's own error messages
 RUNNER_ADDRESS_SPACE = 64 << 20  # a session's runner may map this much beyond a run's limit
 # Where a verifier program finds its libraries (requirements-verifier.txt) inside the sandbox.
 VERIFIER_MOUNT = "/opt/verifier"
+# Where a one-off sandbox sees its host folder (main.py), read-only; /work/main.py links to it.
+PROGRAM_MOUNT = "/program"
 CGROUP_MODES = ("auto", "required", "off")
 _checks: dict[tuple[str, str, bool], str] = {}
 _checks_lock = threading.Lock()
@@ -173,6 +175,14 @@ def _remove_tree(path: str) -> None:
 
     try:
         shutil.rmtree(path, onerror=unlock_and_retry)
+    except RecursionError:
+        # A chain of folders deeper than the interpreter's recursion (rmtree recurses on
+        # Python 3.11): rm walks it without, and leaves nothing half-removed for the sweep.
+        done = subprocess.run(
+            ["rm", "-rf", "--one-file-system", "--", path], capture_output=True, check=False
+        )
+        if done.returncode != 0:
+            logger.error("could not remove sandbox work folder %s: %s", path, done.stderr[-500:])
     except OSError:
         logger.exception("could not remove sandbox work folder %s", path)
 
@@ -456,12 +466,15 @@ class LocalSandbox(_LocalBase):
         # Sized, or writing to them could fill the host's memory; emptied after every run.
         for tmpfs in ("/dev/shm", "/tmp"):
             argv += ["--size", str(limits.file_bytes), "--tmpfs", tmpfs]
-        if work_tmpfs:
-            # A session's code arrives on stdin: its /work is a sized tmpfs, not a host folder
-            # that a run could fill the host's disk through.
-            argv += ["--size", str(limits.file_bytes), "--tmpfs", "/work"]
-        else:
-            argv += ["--bind", folder, "/work"]
+        # /work is a sized tmpfs, not a host folder: a run could otherwise fill the host's disk,
+        # or leave it hundreds of thousands of extents to free, holding the worker (and the
+        # processes it stopped) in the disk's waits for minutes (an outside attack, 2026-12-06).
+        # A session's code arrives on stdin; a one-off program's main.py is read from its host
+        # folder, bound read-only, through a link in /work.
+        argv += ["--size", str(limits.file_bytes), "--tmpfs", "/work"]
+        if not work_tmpfs:
+            argv += ["--ro-bind", folder, PROGRAM_MOUNT]
+            argv += ["--symlink", f"{PROGRAM_MOUNT}/main.py", "/work/main.py"]
         if verifier:
             argv += ["--ro-bind", self.verifier_lib, VERIFIER_MOUNT]
             env = {**(env or SANDBOX_ENV), "VERIFIER_LIB": VERIFIER_MOUNT}
@@ -533,10 +546,8 @@ class LocalSandbox(_LocalBase):
             run = supervise(parked.proc, limits=limits, stop=_stop_bwrap, start=start)
         finally:
             os.close(parked.block)
-            _remove_tree(parked.folder)
             oom_killed = parked.cgroup is not None and parked.cgroup.oom_kills() > 0
-            if parked.cgroup is not None:
-                parked.cgroup.remove()
+            _leave_nothing(parked.folder, parked.cgroup)
         if oom_killed and run.exit_code not in (0, None):
             run.exit_code = -signal.SIGKILL  # the sandbox's memory limit: classified below
         # bwrap reports a child killed by signal N as exit status 128+N.
