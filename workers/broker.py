@@ -8,11 +8,6 @@ message is written under a name no queue reads (`.tmp` after `.msg`) and renamed
 a rename within one folder is atomic, so a reader sees a whole message or none. An exchange's
 table file is created the same way (kombu truncates it before locking it).
 
-A worker asked to stop stops waiting for messages at once. Celery's loop for a transport without
-asynchronous I/O waits for a message up to 2 s at a time, checks for a stop only between waits,
-and waits once more after it found one (workers/steps.py bounds the stop; this shortens it):
-a worker took 4.5-5.3 s to end after a second SIGTERM, over 15 s on a loaded machine.
-
 inspector/celery.py registers this transport as `filesystem`, so CELERY_BROKER_URL
 `filesystem://` uses it in every process that loads the Celery app."""
 
@@ -73,33 +68,3 @@ class Channel(filesystem.Channel):
 
 class Transport(filesystem.Transport):
     Channel = Channel
-
-    # How often a wait for messages looks whether its worker is stopping.
-    stop_check_seconds = 0.1
-
-    def drain_events(self, connection, timeout=None):
-        """Wait up to `timeout` for a message, as kombu does, but give up (as on a timeout) as
-        soon as this process is a Celery worker asked to stop."""
-        started = monotonic()
-        while True:
-            if _worker_stopping():
-                raise TimeoutError()
-            left = None if timeout is None else timeout - (monotonic() - started)
-            if left is not None and left <= 0:
-                raise TimeoutError()
-            step = self.stop_check_seconds if left is None else min(self.stop_check_seconds, left)
-            try:
-                return super().drain_events(connection, timeout=step)
-            except TimeoutError:
-                continue
-
-
-def _worker_stopping() -> bool:
-    """Has this process's Celery worker been asked to stop (warm or cold)? As Celery's own
-    `state.maybe_shutdown` reads it: a flag that is neither None nor False (0 is a stop)."""
-    from celery.worker import state
-
-    return any(
-        flag is not None and flag is not False
-        for flag in (state.should_stop, state.should_terminate)
-    )
