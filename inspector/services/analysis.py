@@ -240,14 +240,12 @@ class _RunCounts:
 
 def _prompts(version_id: int):
     """The version's (task key, prompt) pairs in the set's order, read a block at a time."""
-    after = 0
-    while rows := list(
-        Task.objects.filter(version_id=version_id, pk__gt=after)
+    return (
+        Task.objects.filter(version_id=version_id)
         .order_by("pk")
-        .values_list("pk", "prompt")[:_TASKS_WRITTEN_AT_ONCE]
-    ):
-        after = rows[-1][0]
-        yield from rows
+        .values_list("pk", "prompt")
+        .iterator(chunk_size=_TASKS_WRITTEN_AT_ONCE)
+    )
 
 
 def _tasks_analysed(

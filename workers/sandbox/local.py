@@ -450,7 +450,7 @@ class LocalSandbox(_LocalBase):
         filter_fd: int,
         env: dict[str, str] | None = None,
         *,
-        work_tmpfs: bool = False,
+        session: bool = False,
         verifier: bool = False,
     ) -> list[str]:
         """bwrap's options, up to the command that becomes the sandbox's pid 1; `verifier` binds
@@ -463,16 +463,15 @@ class LocalSandbox(_LocalBase):
         # Python itself needs nothing from /etc; the time zone is the only thing worth keeping.
         if os.path.exists("/etc/localtime"):
             argv += ["--ro-bind", "/etc/localtime", "/etc/localtime"]
-        # Sized, or writing to them could fill the host's memory; emptied after every run.
-        for tmpfs in ("/dev/shm", "/tmp"):
-            argv += ["--size", str(limits.file_bytes), "--tmpfs", tmpfs]
-        # /work is a sized tmpfs, not a host folder: a run could otherwise fill the host's disk,
-        # or leave it hundreds of thousands of extents to free, holding the worker (and the
+        # Sized, or writing to them could fill the host's memory; emptied after every run. /work
+        # too is a tmpfs, not a host folder: a run could otherwise fill the host's disk, or
+        # leave it hundreds of thousands of extents to free, holding the worker (and the
         # processes it stopped) in the disk's waits for minutes (an outside attack, 2026-12-06).
+        for tmpfs in ("/dev/shm", "/tmp", "/work"):
+            argv += ["--size", str(limits.file_bytes), "--tmpfs", tmpfs]
         # A session's code arrives on stdin; a one-off program's main.py is read from its host
         # folder, bound read-only, through a link in /work.
-        argv += ["--size", str(limits.file_bytes), "--tmpfs", "/work"]
-        if not work_tmpfs:
+        if not session:
             argv += ["--ro-bind", folder, PROGRAM_MOUNT]
             argv += ["--symlink", f"{PROGRAM_MOUNT}/main.py", "/work/main.py"]
         if verifier:
@@ -493,7 +492,7 @@ class LocalSandbox(_LocalBase):
 
     def _runner_argv(self, folder: str, limits: Limits, filter_fd: int | None) -> list[str]:
         assert filter_fd is not None
-        argv = self._argv(folder, limits, filter_fd, RUNNER_ENV, work_tmpfs=True)
+        argv = self._argv(folder, limits, filter_fd, RUNNER_ENV, session=True)
         return [*argv, self.python, "-I", "-c", BOOTSTRAP]
 
     def _stop(self, pid: int) -> None:
