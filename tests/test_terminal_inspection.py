@@ -74,6 +74,18 @@ def flags_by_task(version) -> dict[str, set[str]]:
     return found
 
 
+def runs_shown(version) -> str:
+    """Each run of the version's tasks, one line each: what a failed flag check shows."""
+    rows = Run.objects.filter(task__version=version).order_by(
+        "task__task_id", "kind", "probe", "id"
+    )
+    return "\n".join(
+        f"{r.task.task_id} {r.kind} {r.probe or '-'} {r.mode} {r.status} {r.outcome} "
+        f"reward={r.reward} {r.error[:200]!r} {str(r.detail.get('reason', ''))[:200]!r}"
+        for r in rows.select_related("task")
+    )
+
+
 @needs_docker
 @pytest.mark.django_db(transaction=True)
 def test_harbor_folders_uploaded_as_a_tar_gz_are_inspected_and_each_planted_defect_is_flagged(
@@ -99,7 +111,7 @@ def test_harbor_folders_uploaded_as_a_tar_gz_are_inspected_and_each_planted_defe
     assert inspection.runs_done == inspection.runs_total
     assert not Run.objects.filter(inspection=inspection).exclude(status=Run.DONE).exists()
 
-    assert flags_by_task(version) == PLANTED
+    assert flags_by_task(version) == PLANTED, runs_shown(version)
 
     def flag(task_id, code):
         return Flag.objects.get(task__version=version, task__task_id=task_id, code=code)
@@ -249,4 +261,4 @@ def test_terminal_tasks_on_postgresql_redis_and_a_worker_process(start_worker, t
         "hello-file": set(),
         "reward-file-hack": {"reward_hackable"},
         "broken-build": {"broken_environment"},
-    }
+    }, runs_shown(version)
