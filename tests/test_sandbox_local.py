@@ -514,3 +514,45 @@ def test_a_solution_that_does_not_run_names_the_completions_own_lines():
     assert "SyntaxError" in broken.stderr_tail
     assert 'File "solution.py", line 4, in <module>\n' in raising.stderr_tail
     assert "    raise ValueError('at import')\n" in raising.stderr_tail
+
+
+# --- The bootstrap: the runner arrives compiled, and as source ----------------------------------
+
+
+def _bootstrap(payload: bytes) -> str:
+    """BOOTSTRAP run by this interpreter on `payload` (our own code, never a run's)."""
+    from workers.sandbox.runner import BOOTSTRAP
+
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", BOOTSTRAP], input=payload, capture_output=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode()
+
+
+def _framed(*parts: bytes) -> bytes:
+    return b"".join(len(part).to_bytes(4, "big") + part for part in parts)
+
+
+def _frames(payload: bytes) -> list[bytes]:
+    parts = []
+    while payload:
+        size = int.from_bytes(payload[:4], "big")
+        parts.append(payload[4 : 4 + size])
+        payload = payload[4 + size :]
+    return parts
+
+
+def test_the_bootstrap_runs_the_code_the_worker_compiled_when_the_interpreter_matches():
+    from workers.sandbox.session import bootstrap_payload
+
+    tag, compiled, source = _frames(bootstrap_payload(b"print('compiled by the worker')"))
+    assert tag == sys.implementation.cache_tag.encode()
+    assert source == b"print('compiled by the worker')"
+    # The compiled code beside another source: the compiled code is what runs.
+    assert _bootstrap(_framed(tag, compiled, b"print('the source')")) == "compiled by the worker\n"
+
+
+def test_the_bootstrap_compiles_the_source_for_an_interpreter_of_another_tag():
+    payload = _framed(b"cpython-29", b"not marshal data", b"print('the source')")
+    assert _bootstrap(payload) == "the source\n"

@@ -75,11 +75,12 @@ from workers.sandbox.local import RUNNER_ENV, VERIFIER_MOUNT
 from workers.sandbox.owners import OwnerLabels
 from workers.sandbox.runner import BOOTSTRAP
 from workers.sandbox.session import (
-    RUNNER_SOURCE,
+    RUNNER_PAYLOAD,
     ChannelClosed,
     FramedChannel,
     FunctionSession,
     FunctionTask,
+    bootstrap_payload,
 )
 
 logger = logging.getLogger(__name__)
@@ -727,7 +728,7 @@ class DockerSandbox:
         try:
             for channel in channels:
                 channel.init_extra["rendezvous"] = rendezvous
-                channel.send_raw(_frame(RUNNER_SOURCE))
+                channel.send_raw(RUNNER_PAYLOAD)
         except BaseException:
             for channel in channels:
                 channel.close()
@@ -809,7 +810,10 @@ class DockerSandbox:
         }
         start = time.monotonic()
         deadline = start + limits.wall_seconds
-        box.send(_frame(init.encode()) + _frame(program.encode("utf-8", errors="surrogatepass")))
+        box.send(
+            bootstrap_payload(init.encode())
+            + _frame(program.encode("utf-8", errors="surrogatepass"))
+        )
         tails = {_STDOUT: bytearray(), _STDERR: bytearray()}
         total, killed_for = 0, ""
         while not killed_for:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import math
 import os
 import resource
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,7 @@ from workers.sandbox.base import (
 from workers.sandbox.runner import BOOTSTRAP, ONE_OFF_INIT
 from workers.sandbox.session import (
     CHECK,
-    RUNNER_SOURCE,
+    RUNNER_PAYLOAD,
     SOLUTION,
     FdChannel,
     FunctionSession,
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_UID_BASE = 200_000
 _UID_SPREAD = 50_000
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/work",
@@ -321,6 +323,11 @@ class _LocalBase:
             os.chown(folder, uid, uid)
         to_runner_r, to_runner_w = os.pipe()
         from_runner_r, from_runner_w = os.pipe()
+        # Room for the whole bootstrap payload: its write below then returns at once, and the
+        # other sandbox starts while this one's interpreter boots (a 64 KiB pipe held the
+        # worker until this runner had read it, about 16 ms).
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(to_runner_w, F_SETPIPE_SZ, len(RUNNER_PAYLOAD) + 4096)
         errors = tempfile.TemporaryFile()
         cgroup = self._cgroup(role, limits)
         filter_fd = self._seccomp_fd()
@@ -378,7 +385,7 @@ class _LocalBase:
         channel.init_extra = {"pid_namespace": self.pid_namespace, "work": self._work(folder)}
         if peer:
             channel.init_extra["peer"] = list(peer)
-        channel.send_raw(struct.pack(">I", len(RUNNER_SOURCE)) + RUNNER_SOURCE)
+        channel.send_raw(RUNNER_PAYLOAD)
         return channel
 
     def _work(self, folder: str) -> str:

@@ -1,6 +1,8 @@
 """The program that runs INSIDE a sandbox: one per sandbox, serving every run of one task.
 
-It is sent as source text to a bootstrap (`BOOTSTRAP`) on the sandbox's stdin, so it must use
+It is sent to a bootstrap (`BOOTSTRAP`) on the sandbox's stdin, compiled by the worker and as
+source text (`session.bootstrap_payload`: the compiled code serves an interpreter of the
+worker's own tag, saving a compile of this file at each start), so it must use
 the standard library only and import nothing of the project. The worker imports it too, for the
 framing and its constants.
 
@@ -161,8 +163,18 @@ def _read(n):
             raise SystemExit("inspector-runner: stdin closed")
         data += chunk
     return data
+def _code():
+    # Three frames (bootstrap_payload): the worker's interpreter tag, the code it compiled, and
+    # the source. The compiled code is used when this interpreter has the same tag (its
+    # bytecode is the same); the source is compiled here otherwise.
+    tag, code, source = (_read(struct.unpack(">I", _read(4))[0]) for _ in range(3))
+    import sys
+    if code and tag == sys.implementation.cache_tag.encode():
+        import marshal
+        return marshal.loads(code)
+    return compile(source, "inspector-runner", "exec")
 _program = None
-exec(compile(_read(struct.unpack(">I", _read(4))[0]), "inspector-runner", "exec"))
+exec(_code())
 if _program is not None:
     # Only in a program's child (the runner's `_program_child`), back at this level: the program
     # runs here, where a one-off sandbox's init runs it (ONE_OFF_INIT), at the same depth.
