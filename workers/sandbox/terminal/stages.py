@@ -22,7 +22,8 @@ stage's one exec (each archive call re-executes the engine, about 40 ms a call):
   nonce before the output's tail (the result's "reward_file": (path, bytes)); anything else (no
   file, a link, a larger file, a frame that does not add up) leaves "reward_file" None, and the
   reward is read from the container as before. When the check left no reward file, the wrapper
-  looks again for REWARD_SETTLE_SECONDS first, as Harbor reads only after its exec returned.
+  looks again for `reward_settle_seconds` first (a faithful check: REWARD_SETTLE_SECONDS), as
+  Harbor reads only after its exec returned.
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ _FILES_MARKER = "inspector: cannot write the stage's files"
 # the environment). Larger stages are copied with an archive call.
 FILES_ARG_MAX = 96 * 1024
 FILES_TOTAL_MAX = 512 * 1024
-# A check that leaves no reward file is looked at again every 10 ms for this long before the
-# run counts as unrewarded. Harbor reads the reward only after its `docker compose exec` of the
+# A faithful check that leaves no reward file is looked at again every 10 ms for this long
+# before the run counts as unrewarded. Harbor reads the reward only after its `docker compose exec` of the
 # tests returned, and a process the agent left in the container can write one in that gap: the
 # reward-file probe's writer does, within milliseconds on a quiet machine, but on a loaded one
 # it was starved past the tests' own run and the fallback read (a hackable task passed unseen
-# in CI). The wait costs only runs whose check wrote no reward at all.
+# in CI). The wait costs only runs whose check wrote no reward at all, and only in faithful
+# mode: an isolated check's container holds nothing of the agent's to write one.
 REWARD_SETTLE_SECONDS = 0.5
-REWARD_SETTLE_POLLS = round(REWARD_SETTLE_SECONDS / 0.01)
 
 # Runs one stage's command in the container, as `bash -c WRAPPER inspector ARGS... -- CMD...`.
 # The command's output goes to a file, not to the exec's pipe, so that a background process the
@@ -218,6 +219,7 @@ def run_stage(
     restart: bool = False,
     files: list[str] | None = None,
     read_rewards: bool = False,
+    reward_settle_seconds: float = 0.0,
 ) -> dict:
     """Runs `command` through the wrapper under `limit` seconds; the guard kills the
     container when even the wrapper's timeout did not end it. `files` (from `files_argv`) are
@@ -236,7 +238,7 @@ def run_stage(
         workdir,
         staged,
         nonce,
-        str(REWARD_SETTLE_POLLS) if read_rewards else "",
+        str(round(reward_settle_seconds / 0.01)) if read_rewards else "",
         str(len(files) // 3),
         *files,
         *command,
@@ -251,7 +253,7 @@ def run_stage(
         api.start(container_id)
         exec_id = api.exec_create(container_id, argv, user="0", workdir="/", environment=env)
     begin, wall = time.monotonic(), time.time()
-    settle = 2 * REWARD_SETTLE_SECONDS if read_rewards else 0.0  # its polls, slower under load
+    settle = 2 * reward_settle_seconds if read_rewards else 0.0  # its polls, slower under load
     with _Guard(api, container_id, limit + GUARD_GRACE_SECONDS + settle) as guard:
         output = api.exec_start(exec_id["Id"])
     seconds = time.monotonic() - begin
@@ -340,6 +342,7 @@ __all__ = [
     "FILES_FAILED",
     "FilesFailed",
     "GUARD_GRACE_SECONDS",
+    "REWARD_SETTLE_SECONDS",
     "STAGING",
     "SWAP_FAILED",
     "SwapFailed",

@@ -37,6 +37,7 @@ from workers.sandbox.terminal.rewards import REWARD_JSON, REWARD_TXT, judge
 from workers.sandbox.terminal.source import file_bytes, file_mode, positive_number, relative
 from workers.sandbox.terminal.stages import (
     GUARD_GRACE_SECONDS,
+    REWARD_SETTLE_SECONDS,
     STAGING,
     FilesFailed,
     SwapFailed,
@@ -214,6 +215,7 @@ class TrialRunner:
                 env=test_env,
                 output_tail_bytes=self._settings.output_tail_bytes,
                 read_rewards=not by_exit_code,
+                reward_settle_seconds=REWARD_SETTLE_SECONDS if mode == "faithful" else 0.0,
                 **options,
             )
 
