@@ -81,6 +81,7 @@ from workers.sandbox.session import (
     FunctionSession,
     FunctionTask,
     bootstrap_payload,
+    length_prefixed,
 )
 
 logger = logging.getLogger(__name__)
@@ -166,10 +167,6 @@ def verifier_image_name(image: str, requirements: str = VERIFIER_REQUIREMENTS) -
     if not repository or "/" in tag:
         repository, tag = image, "latest"
     return f"{repository}:{tag}-verifier-{digest}"
-
-
-def _frame(payload: bytes) -> bytes:
-    return struct.pack(">I", len(payload)) + payload
 
 
 @dataclass(frozen=True)
@@ -812,7 +809,7 @@ class DockerSandbox:
         deadline = start + limits.wall_seconds
         box.send(
             bootstrap_payload(init.encode())
-            + _frame(program.encode("utf-8", errors="surrogatepass"))
+            + length_prefixed(program.encode("utf-8", errors="surrogatepass"))
         )
         tails = {_STDOUT: bytearray(), _STDERR: bytearray()}
         total, killed_for = 0, ""

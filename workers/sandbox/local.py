@@ -47,7 +47,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_UID_BASE = 200_000
 _UID_SPREAD = 50_000
-F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/work",
@@ -327,7 +326,7 @@ class _LocalBase:
         # other sandbox starts while this one's interpreter boots (a 64 KiB pipe held the
         # worker until this runner had read it, about 16 ms).
         with contextlib.suppress(OSError):
-            fcntl.fcntl(to_runner_w, F_SETPIPE_SZ, len(RUNNER_PAYLOAD) + 4096)
+            fcntl.fcntl(to_runner_w, fcntl.F_SETPIPE_SZ, len(RUNNER_PAYLOAD) + 4096)
         errors = tempfile.TemporaryFile()
         cgroup = self._cgroup(role, limits)
         filter_fd = self._seccomp_fd()

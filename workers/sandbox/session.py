@@ -34,6 +34,11 @@ from workers.sandbox.base import MEMORY_SIGNS, Execution, Limits, Outcome, RawRu
 logger = logging.getLogger(__name__)
 
 
+def length_prefixed(payload: bytes) -> bytes:
+    """`payload` after its 4-byte big-endian length, as BOOTSTRAP's `_read` takes it."""
+    return struct.pack(">I", len(payload)) + payload
+
+
 def bootstrap_payload(source: bytes) -> bytes:
     """What BOOTSTRAP reads on a sandbox's stdin to run `source`: this interpreter's tag, the
     source compiled here (marshal), and the source itself, each framed by its 4-byte length.
@@ -41,7 +46,7 @@ def bootstrap_payload(source: bytes) -> bytes:
     about 30 ms of each runner's start, loading it takes under 1 ms."""
     code = marshal.dumps(compile(source, "inspector-runner", "exec", dont_inherit=True, optimize=0))
     tag = sys.implementation.cache_tag.encode()
-    return b"".join(struct.pack(">I", len(part)) + part for part in (tag, code, source))
+    return b"".join(map(length_prefixed, (tag, code, source)))
 
 
 RUNNER_SOURCE = Path(runner.__file__).read_bytes()

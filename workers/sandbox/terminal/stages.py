@@ -50,13 +50,14 @@ _FILES_MARKER = "inspector: cannot write the stage's files"
 FILES_ARG_MAX = 96 * 1024
 FILES_TOTAL_MAX = 512 * 1024
 # A faithful check that leaves no reward file is looked at again every 10 ms for this long
-# before the run counts as unrewarded. Harbor reads the reward only after its `docker compose exec` of the
-# tests returned, and a process the agent left in the container can write one in that gap: the
-# reward-file probe's writer does, within milliseconds on a quiet machine, but on a loaded one
-# it was starved past the tests' own run and the fallback read (a hackable task passed unseen
-# in CI). The wait costs only runs whose check wrote no reward at all, and only in faithful
-# mode: an isolated check's container holds nothing of the agent's to write one.
+# before the run counts as unrewarded. Harbor reads the reward only after its `docker compose
+# exec` of the tests returned, and a process the agent left in the container can write one in
+# that gap: the reward-file probe's writer does, within milliseconds on a quiet machine, but on
+# a loaded one it was starved past the tests' own run and the fallback read (a hackable task
+# passed unseen in CI). The wait costs only runs whose check wrote no reward at all, and only
+# in faithful mode: an isolated check's container holds nothing of the agent's to write one.
 REWARD_SETTLE_SECONDS = 0.5
+_REWARD_POLL_SECONDS = 0.01  # the wrapper's `sleep` between two looks
 
 # Runs one stage's command in the container, as `bash -c WRAPPER inspector ARGS... -- CMD...`.
 # The command's output goes to a file, not to the exec's pipe, so that a background process the
@@ -127,7 +128,7 @@ if [ -n "$rewards" ]; then
     # No reward file yet: Harbor reads it only after its exec returned, so a process still
     # running (one the agent left) has until then; look again for the settle's length.
     [ -z "$seen" ] && [ "$polls" -lt "$rewards" ] || break
-    sleep 0.01 2>/dev/null || break
+    sleep @REWARD_POLL@ 2>/dev/null || break
     polls=$((polls + 1))
   done
   [ -n "$said" ] || printf '%s no reward\n' "$nonce"
@@ -144,6 +145,7 @@ _WRAPPER = (
     .replace("@REWARD_JSON@", REWARD_JSON)
     .replace("@REWARD_TXT@", REWARD_TXT)
     .replace("@REWARD_MAX@", str(REWARD_MAX_BYTES))
+    .replace("@REWARD_POLL@", str(_REWARD_POLL_SECONDS))
 )
 # printf %b reads backslash escapes: printable ASCII (but the backslash), tab and newline go as
 # they are, every other byte as \xHH (always two digits, so a hex digit after it stays a byte
@@ -238,7 +240,7 @@ def run_stage(
         workdir,
         staged,
         nonce,
-        str(round(reward_settle_seconds / 0.01)) if read_rewards else "",
+        str(round(reward_settle_seconds / _REWARD_POLL_SECONDS)) if read_rewards else "",
         str(len(files) // 3),
         *files,
         *command,
