@@ -193,6 +193,41 @@ def runs(executor, demo, images):
         "setsid sh -c 'while [ -e /logs/verifier/reward.txt ]; do sleep 0.01; done; sleep 0.2; "
         "echo 1 > /logs/verifier/reward.txt' >/dev/null 2>&1 </dev/null &\n",
     )
+    # An outside attack on the settle (2026-12-07): the wrapper's `sleep` between two looks is
+    # the agent's own in faithful mode. A planted one that writes a full reward turns no written
+    # 0 into a pass, and gets nothing in isolated mode; one that hangs is ended by the guard.
+    plants_sleep = (
+        "cat > /usr/local/bin/sleep <<'EOF'\n#!/bin/bash\n{body}\nEOF\n"
+        "chmod 755 /usr/local/bin/sleep\n"
+    )
+    rewarding_sleep = plants_sleep.format(
+        body="mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt"
+    )
+    for mode in MODES:
+        add(
+            ("planted-sleep", "check-writes-0", mode),
+            "hello-file",
+            variant(hello, files=check_writing("echo 0 > reward.txt\n")),
+            script=rewarding_sleep,
+            mode=mode,
+        )
+    add(
+        ("planted-sleep", "no-reward", "isolated"),
+        "hello-file",
+        variant(hello, files={"tests/test.sh": "#!/bin/bash\necho 'checked, wrote nothing'\n"}),
+        script=rewarding_sleep,
+        mode="isolated",
+    )
+    add(
+        ("planted-sleep", "hangs"),
+        "hello-file",
+        variant(
+            hello,
+            verifier_timeout_sec=2.0,
+            files={"tests/test.sh": "#!/bin/bash\necho 'checked, wrote nothing'\n"},
+        ),
+        script=plants_sleep.format(body="exec /usr/bin/sleep 600"),
+    )
     add(
         ("solution-files",),
         "hello-file",
@@ -514,6 +549,24 @@ def test_a_reward_a_left_process_writes_after_the_check_ended_counts_as_harbor_w
     assert outcome(run) == "passed", explain(run)
     assert run["reward"] == 1.0
     assert "checked, wrote nothing" in run["verifier"]["output_tail"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_sleep_the_agent_planted_turns_no_written_zero_into_a_reward(runs, mode):
+    run = runs[("planted-sleep", "check-writes-0", mode)]
+    assert outcome(run) == "failed" and run["reward"] == 0.0, explain(run)
+
+
+def test_an_isolated_check_never_runs_the_agents_sleep_while_it_waits_for_no_reward(runs):
+    run = runs[("planted-sleep", "no-reward", "isolated")]
+    assert outcome(run) == "failed" and run["reward"] is None, explain(run)
+
+
+def test_a_planted_sleep_that_hangs_the_settle_is_ended_by_the_guard(runs):
+    run = runs[("planted-sleep", "hangs")]
+    assert outcome(run) == "timed_out", explain(run)
+    # The verifier's 2 s, the guard's grace of 3 s and twice the settle's 0.5 s, with slack.
+    assert run["verifier"]["timed_out"] and run["verifier"]["seconds"] < 9, explain(run)
 
 
 def test_solution_files_run_through_the_tasks_entry(runs):
