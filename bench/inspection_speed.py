@@ -14,10 +14,18 @@ a fresh INSPECTOR_DATA_DIR (SQLite, file-system broker, local sandbox). Printed:
   limit (a check run's wall clock, a behaviour call's or program's time);
 - the phases, from the worker's log: preparing the runs (mutants, behaviour inputs, the rows; in
   a worker), dispatch to the first run, the references' first runs (sent first: their times set the samples' and
-  mutants' clocks), the other runs, the analysis.
+  mutants' clocks), the other runs, the analysis;
+- beside the speed, what the same inspection detected, scored against the published truth
+  bench/real.py derives (EvalPlus's HumanEval+; derived once in the sandbox before anything is
+  timed, then cached): per flag, precision and recall and the tasks flagged, and the blocking
+  flags on tasks with no known defect. A change to the limits (BEHAVIOUR_PER_CALL_SECONDS,
+  BEHAVIOUR_TOTAL_SECONDS, INSPECT_SAMPLE_WALL_SECONDS, INSPECT_MUTANT_WALL_SECONDS, RUN_WALL_SECONDS
+  in the environment reach the worker) shows here what it costs in detection;
+- with --planted, after all that and not timed: the planted set's score (`python -m bench.planted
+  --seed 0`, its own inspection, with the same environment).
 
 Run: .venv/bin/python bench/inspection_speed.py [--samples-per-task 10] [--seed 1]
-[--concurrency 2]
+[--concurrency 2] [--no-score] [--planted]
 """
 
 from __future__ import annotations
@@ -30,12 +38,26 @@ import io
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from humaneval import manage, run_peer, start_worker, stop
-from real import DATA, choose_samples, humaneval_path, read_jsonl, write_jsonl
+from real import (
+    DATA,
+    blocking_without_defect,
+    choose_samples,
+    flag_table,
+    flagged_by,
+    humaneval_path,
+    humaneval_truth,
+    natural,
+    platform_importable,
+    read_jsonl,
+    truth_by_flag,
+    write_jsonl,
+)
 
 DB_SCRIPT = """
 import json
@@ -81,13 +103,14 @@ def phases(log: str) -> dict[str, float]:
 def at_a_limit(kind: str, outcome: str, stdout: str) -> bool:
     """Whether a run waited out a limit: a check run that timed out, or a behaviour program
     with a call that timed out or whose time budget ran out (its calls' time "t" reached
-    BEHAVIOUR_TOTAL_SECONDS, 5 s by default)."""
+    BEHAVIOUR_TOTAL_SECONDS, 5 s by default, as the worker reads it from the environment)."""
     if kind != "behaviour":
         return outcome == "timed_out"
     if '"~timeout"' in stdout:
         return True
     found = re.search(r'"t":([0-9.]+)', stdout)
-    return bool(found) and float(found.group(1)) >= 5.0
+    budget = float(os.environ.get("BEHAVIOUR_TOTAL_SECONDS") or 5.0)
+    return bool(found) and float(found.group(1)) >= budget
 
 
 def by_kind(rows: list[list]) -> list[tuple[str, int, float, float, dict[str, int]]]:
@@ -119,6 +142,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--data", default=str(DATA), help="the real-data folder")
+    parser.add_argument(
+        "--no-score", action="store_true", help="skip scoring the flags against the truth"
+    )
+    parser.add_argument(
+        "--planted", action="store_true", help="then score the planted set with the same limits"
+    )
     args = parser.parse_args()
     conc = args.concurrency
     tmp = Path(tempfile.mkdtemp(prefix="bench-inspection-speed-"))
@@ -133,6 +162,12 @@ def main() -> None:
         args.seed,
     )
     samples = write_jsonl(tmp / "samples.jsonl", chosen)
+    truth = None
+    if not args.no_score:  # before anything is timed: deriving it keeps both cores busy
+        platform_importable()
+        with contextlib.redirect_stdout(io.StringIO()) as said:
+            truth = humaneval_truth(Path(args.data), chosen, None, args.seed, conc, False)
+        print(said.getvalue().strip().splitlines()[-1])
     print(
         f"HumanEval: {len(task_ids)} tasks x {args.samples_per_task} CodeGen-16B completions "
         f"(seed {args.seed}) = {len(chosen)} samples; {conc} workers; data dir {tmp}"
@@ -156,6 +191,9 @@ def main() -> None:
         stop(worker)
         worker = None
         rows = json.loads(manage(env, "shell", "-c", DB_SCRIPT)[1].strip().splitlines()[-1])
+        report_path = tmp / "report.jsonl"
+        manage(env, "export_report", "humaneval", "-o", str(report_path))
+        report = read_jsonl(report_path)
         parts = phases(log.read_text(errors="replace"))
     finally:
         if worker is not None:
@@ -182,7 +220,38 @@ def main() -> None:
     for label, secs in parts.items():
         print(f"  {label:32}{secs:8.2f} s")
     print(f"  {'the rest (the command, --wait)':32}{seconds - sum(parts.values()):8.2f} s")
+    if truth is not None:
+        print_detection(report, truth)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.planted:
+        print("\nthe planted set with the same environment (python -m bench.planted --seed 0):")
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.planted", "--seed", "0", "--concurrency", str(conc)],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+        )
+        print("\n".join("  " + line for line in done.stdout.splitlines()))
+        if done.returncode:
+            print(f"  (exited {done.returncode}: {done.stderr.strip()[-2000:]})")
+
+
+def print_detection(report: list[dict], truth) -> None:
+    """What the inspection detected, against the published truth (bench/real.py's): the table,
+    every flagged task (so two runs compare task by task), the blocking flags on tasks with no
+    known defect."""
+    print(
+        "\ndetection on this real data (truth: EvalPlus's HumanEval+, as bench/real.py derives it):"
+    )
+    print("\n".join("  " + line for line in flag_table(report, truth)))
+    truth_of = truth_by_flag(truth)
+    for code, tasks in sorted(flagged_by(report).items()):
+        expected = set(truth_of.get(code, ()))
+        ids = [f"{t}{'' if t in expected or code not in truth_of else ' (false)'}" for t in tasks]
+        print(f"  {code}: {', '.join(sorted(ids, key=natural))}")
+    blocking = blocking_without_defect(report, truth)
+    listed = "; ".join(f"{t} {' '.join(c)}" for t, c in sorted(blocking.items()))
+    print(f"  blocking flags on tasks with no known defect: {len(blocking)} ({listed or '-'})")
 
 
 if __name__ == "__main__":

@@ -807,41 +807,69 @@ def flagged_by(report: list[dict]) -> dict[str, dict[str, str]]:
     return found
 
 
-def score_humaneval(
-    report: list[dict], truth: Truth, confirmed: dict[str, dict] | None = None
-) -> None:
-    from inspector.detect.codes import ADVISORY
-
-    flagged = flagged_by(report)
-    truth_of = {
+def truth_by_flag(truth: Truth) -> dict[str, list[str]]:
+    """The flags a published truth exists for, each with its tasks."""
+    return {
         "weak_tests": truth.weak_tests,
         "mislabeled": truth.wrong_reference,
         "ambiguous": truth.prompt_defect,
         "slow_reference": truth.slow_reference,
     }
-    codes = sorted(set(flagged) | set(truth_of))
-    print(
-        "\nper flag (truth: weak_tests <- weak_tests, mislabeled <- wrong reference, "
-        "ambiguous <- prompt defect, slow_reference <- slow reference):"
-    )
-    print(
+
+
+def flag_table(report: list[dict], truth: Truth) -> list[str]:
+    """Per flag: truth, flagged, true, false, missed, precision and recall (the lines printed)."""
+    flagged = flagged_by(report)
+    truth_of = truth_by_flag(truth)
+    lines = [
         f"{'flag':18}{'truth':>6}{'flagged':>8}{'true':>6}{'false':>7}{'missed':>7}"
         f"{'precision':>11}{'recall':>9}"
-    )
-    for code in codes:
+    ]
+    for code in sorted(set(flagged) | set(truth_of)):
         raised = set(flagged.get(code, {}))
         if code not in truth_of:
-            print(f"{code:18}{'-':>6}{len(raised):8d}{'-':>6}{'-':>7}{'-':>7}{'-':>11}{'-':>9}")
+            lines.append(
+                f"{code:18}{'-':>6}{len(raised):8d}{'-':>6}{'-':>7}{'-':>7}{'-':>11}{'-':>9}"
+            )
             continue
         expected = set(truth_of[code])
         hits = len(raised & expected)
         weak = code == "weak_tests"
         precision = shown(ratio(hits, len(raised)), WEAK_PRECISION_TARGET if weak else None)
         recall = shown(ratio(hits, len(expected)), WEAK_RECALL_TARGET if weak else None)
-        print(
+        lines.append(
             f"{code:18}{len(expected):6d}{len(raised):8d}{hits:6d}{len(raised - expected):7d}"
             f"{len(expected - raised):7d}{precision:>11}{recall:>9}"
         )
+    return lines
+
+
+def blocking_without_defect(report: list[dict], truth: Truth) -> dict[str, list[str]]:
+    """task_id -> its blocking flags (every code not advisory), for tasks with no known defect."""
+    from inspector.detect.codes import ADVISORY
+
+    known = truth.known()
+    blocking = {
+        task_id: sorted(c for c in line.get("flags") or [] if c not in ADVISORY)
+        for line in report
+        if (task_id := line["task_id"]) not in known
+    }
+    return {t: codes for t, codes in blocking.items() if codes}
+
+
+def score_humaneval(
+    report: list[dict], truth: Truth, confirmed: dict[str, dict] | None = None
+) -> None:
+    from inspector.detect.codes import ADVISORY
+
+    flagged = flagged_by(report)
+    truth_of = truth_by_flag(truth)
+    codes = sorted(set(flagged) | set(truth_of))
+    print(
+        "\nper flag (truth: weak_tests <- weak_tests, mislabeled <- wrong reference, "
+        "ambiguous <- prompt defect, slow_reference <- slow reference):"
+    )
+    print("\n".join(flag_table(report, truth)))
     print(
         f"targets: weak_tests precision >= {WEAK_PRECISION_TARGET}, recall >= {WEAK_RECALL_TARGET}"
     )
@@ -879,13 +907,7 @@ def score_humaneval(
         missed = sorted(set(expected) - set(raised), key=natural)
         print(f"  {code} missed ({len(missed)}): {', '.join(missed) or '-'}")
 
-    known = truth.known()
-    blocking = {
-        task_id: sorted(c for c in line.get("flags") or [] if c not in ADVISORY)
-        for line in report
-        if (task_id := line["task_id"]) not in known
-    }
-    blocking = {t: codes for t, codes in blocking.items() if codes}
+    blocking = blocking_without_defect(report, truth)
     share = ratio(len(blocking), len(truth.tasks)) or 0.0
     allowed = math.floor(BLOCKING_SHARE_TARGET * len(truth.tasks))
     print(
