@@ -255,8 +255,25 @@ INSPECT_PROBES = [
 INSPECT_MUTANTS = envint("INSPECT_MUTANTS", "12")
 INSPECT_BEHAVIOUR = envbool("INSPECT_BEHAVIOUR", "True")
 BEHAVIOUR_INPUTS = envint("BEHAVIOUR_INPUTS", "120")
+# Behaviour programs: a call's time, for every program (past it, `~timeout`); the reference's
+# program's calls in all, after which its remaining inputs are `~skipped` (unknown, never
+# compared), and the timeouts after which it skips them too.
 BEHAVIOUR_PER_CALL_SECONDS = envfloat("BEHAVIOUR_PER_CALL_SECONDS", "0.5")
 BEHAVIOUR_TOTAL_SECONDS = envfloat("BEHAVIOUR_TOTAL_SECONDS", "5")
+BEHAVIOUR_MAX_TIMEOUTS = envint("BEHAVIOUR_MAX_TIMEOUTS", "3")
+# The same two for the samples' and mutants' programs (the candidates'): a candidate stops sooner
+# on a task whose calls are slow, and at its first timeout.
+BEHAVIOUR_CANDIDATE_TOTAL_SECONDS = envfloat("BEHAVIOUR_CANDIDATE_TOTAL_SECONDS", "1")
+BEHAVIOUR_CANDIDATE_MAX_TIMEOUTS = envint("BEHAVIOUR_CANDIDATE_MAX_TIMEOUTS", "1")
+for _name, _bound in (
+    ("BEHAVIOUR_CANDIDATE_TOTAL_SECONDS", "BEHAVIOUR_TOTAL_SECONDS"),
+    ("BEHAVIOUR_CANDIDATE_MAX_TIMEOUTS", "BEHAVIOUR_MAX_TIMEOUTS"),
+):
+    if not 0 < globals()[_name] <= globals()[_bound]:
+        raise ImproperlyConfigured(
+            f"{_name}={globals()[_name]:g}: use a number above 0 and at most "
+            f"{_bound} ({globals()[_bound]:g})"
+        )
 # A mutant's check run gets this long, or 20 times its task's first reference run if that is
 # longer (the references' first runs go first); a sample's later repeats get
 # INSPECT_SAMPLE_WALL_SECONDS once one of its runs reached its clock (a sample that loops forever

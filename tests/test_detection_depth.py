@@ -3,6 +3,7 @@ runs, sample groups, and the prompt signals, with the evidence a reviewer sees."
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import re
@@ -404,6 +405,58 @@ def test_samples_that_repeat_the_reference_share_its_behaviour_run_and_its_verdi
     # Another solution with the same behaviour: a run of its own, with a time of its own.
     assert other[0].duration != reference.duration
     assert not Flag.objects.filter(task__task_id="clamp/same", code="weak_tests").exists()
+
+
+HANGS_ABOVE_3 = "    while x > 3:\n        pass\n    return max(0, x)\n"
+SMALL_CHECK = "def check(candidate):\n" + "".join(
+    f"    assert candidate({v}) == {max(0, v)}\n" for v in (-5, -1, 0, 1, 2, 3)
+)
+
+
+def test_a_samples_behaviour_program_stops_at_its_first_timeout_and_the_references_at_its_third(
+    import_taskset, eager_celery, django_capture_on_commit_callbacks, settings
+):
+    from inspector import services
+    from inspector.detect.behaviour import SKIPPED, TIMEOUT, parse_behaviour
+
+    settings.INSPECT_MUTANTS = 0
+    settings.INSPECT_PROBES = []
+    settings.BEHAVIOUR_PER_CALL_SECONDS = 0.2
+    settings.BEHAVIOUR_MAX_TIMEOUTS = 3
+    settings.BEHAVIOUR_CANDIDATE_MAX_TIMEOUTS = 1
+    reference = clamp_task("clamp/hangs", SMALL_CHECK)
+    reference["canonical_solution"] = HANGS_ABOVE_3
+    # The same behaviour, written otherwise: a program of its own, a candidate's.
+    sample = HANGS_ABOVE_3.replace("max(0, x)", "x if x > 0 else 0")
+    version = import_taskset(
+        name="hangs", tasks=[reference], samples=[{"task_id": "clamp/hangs", "completion": sample}]
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        inspection = services.inspection_start(version=version)
+        # A worker configured otherwise runs it: the limits are those the inspection started
+        # with.
+        settings.BEHAVIOUR_CANDIDATE_MAX_TIMEOUTS = 3
+
+    inspection.refresh_from_db()
+    assert inspection.status == "finished"
+    task = Task.objects.get(task_id="clamp/hangs")
+    values = [ast.literal_eval(text) for text in task.behaviour_inputs]
+    hanging = [i for i, x in enumerate(values) if isinstance(x, int | float) and x > 3]
+    assert len(hanging) >= 3, task.behaviour_inputs
+    runs = {r.probe: r for r in inspection.runs.filter(kind=Run.BEHAVIOUR)}
+    (sample_probe,) = (probe for probe in runs if probe.startswith("sample:"))
+    mine = parse_behaviour(runs[Run.REFERENCE].stdout_tail, task.behaviour_inputs).digests
+    theirs = parse_behaviour(runs[sample_probe].stdout_tail, task.behaviour_inputs).digests
+    assert [mine[i] for i in hanging[:3]] == [TIMEOUT] * 3
+    assert theirs[hanging[0]] == TIMEOUT
+    assert {theirs[i] for i in hanging[1:]} == {SKIPPED}  # unknown: never compared
+    assert runs[sample_probe].duration < runs[Run.REFERENCE].duration
+    # Where both answered, they answer alike; the sample passes its check and nothing is
+    # flagged for what it did not reach.
+    answered = [i for i, d in enumerate(theirs) if d not in (TIMEOUT, SKIPPED)]
+    assert answered and [mine[i] for i in answered] == [theirs[i] for i in answered]
+    assert inspection.runs.get(kind=Run.SAMPLE).outcome == "passed"
+    assert not Flag.objects.filter(task=task, code__in=["weak_tests", "ambiguous"]).exists()
 
 
 def test_a_messages_behaviour_programs_run_in_its_session_and_start_no_sandbox_of_their_own(

@@ -20,8 +20,9 @@ What the program records per input (`BehaviourVector.digests`):
   lists and tuples stay apart ([1] != (1,)); other objects by type and repr, addresses removed;
 - `!` and the exception's type name when the call raised (SystemExit included);
 - `~timeout` when one call ran over `per_call_seconds`;
-- `~skipped` when the program's total budget ran out before the call, or MAX_TIMEOUTS calls
-  already ran out of time (a solution that hangs costs three calls, not the whole budget), or
+- `~skipped` when the program's total budget ran out before the call, or `max_timeouts` calls
+  already ran out of time (a solution that hangs costs that many calls, not the whole budget:
+  the platform gives the reference 3 and samples and mutants 1), or
   the task's contract refuses the input: unknown, never compared.
 
 The solution runs in the same process as the recording code, so a hostile solution can forge its
@@ -65,7 +66,7 @@ MAX_INPUTS = 200  # per program: keeps the digests (at most ~25 bytes each) unde
 MAX_INPUT_CHARS = 2000  # longer argument lists are left out
 MAX_REPRS = 200  # the inputs whose results are also kept as text, as far as they fit
 REPR_CHARS = 80
-MAX_TIMEOUTS = 3  # calls that ran out of time, after which the remaining inputs are skipped
+MAX_TIMEOUTS = 3  # behaviour_program's default: timed-out calls, after which the rest are skipped
 OUTPUT_BUDGET = 14000  # bytes of the marked line; behaviour runs keep the last 16 KiB of stdout
 TAIL_BYTES = 16384
 _MAX_LOOP_ITEMS = 50  # elements of one literal loop followed by inputs_from_tests
@@ -665,6 +666,7 @@ def behaviour_program(
     *,
     per_call_seconds: float = 1.0,
     total_seconds: float = 10.0,
+    max_timeouts: int = MAX_TIMEOUTS,
     contract: str = "",
 ) -> str:
     """A self-contained program (standard library only) that defines `prompt + completion`,
@@ -679,7 +681,8 @@ def behaviour_program(
     Each call is guarded: an exception is recorded by its type name, a call over
     `per_call_seconds` as `~timeout` (SIGALRM, which a solution that blocks signals or swallows
     BaseException can defeat: then the sandbox's wall limit ends the run and there is no
-    vector); once `total_seconds` have passed the remaining inputs are `~skipped`. Arguments are
+    vector); once `total_seconds` have passed, or `max_timeouts` calls have timed out, the
+    remaining inputs are `~skipped`. Arguments are
     deep-copied for each call, so a solution that mutates its input does not change the next
     one. The line stays under `OUTPUT_BUDGET` bytes (ASCII): digests for every input, the
     results' reprs (cut to `REPR_CHARS`) for the first `MAX_REPRS` inputs as far as they fit
@@ -699,7 +702,7 @@ def behaviour_program(
             f"_PER_CALL_SECONDS = {float(per_call_seconds)!r}",
             f"_DEFINE_SECONDS = {max(2.0, float(per_call_seconds))!r}",
             f"_TOTAL_SECONDS = {float(total_seconds)!r}",
-            f"_MAX_TIMEOUTS = {MAX_TIMEOUTS!r}",
+            f"_MAX_TIMEOUTS = {int(max_timeouts)!r}",
             f"_MAX_REPRS = {MAX_REPRS!r}",
             f"_REPR_CHARS = {REPR_CHARS!r}",
             f"_OUTPUT_BUDGET = {OUTPUT_BUDGET!r}",

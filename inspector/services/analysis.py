@@ -105,7 +105,7 @@ def _function_analysis(inspection: Inspection):
     from inspector.detect.depth import DepthAnalysis, feature_frame, set_findings
     from inspector.detect.flags import Analysis
 
-    depth_settings = _depth_settings()
+    depth_settings = _depth_settings(inspection)
     outcome_findings: list = []
     depth_findings: list = []
     boundary: dict = {}
@@ -601,13 +601,14 @@ def _drift(inspection: Inspection, findings) -> list:
     )
 
 
-def _depth_settings():
+def _depth_settings(inspection: Inspection):
     from inspector.detect.depth import DepthSettings
+    from inspector.services.function_runs import behaviour_limits
 
     return DepthSettings(
         survivor_share=settings.WEAK_TESTS_SURVIVOR_SHARE,
         duplicate_similarity=settings.DUPLICATE_SIMILARITY,
-        per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
+        per_call_seconds=behaviour_limits(inspection, reference=True).per_call_seconds,
     )
 
 

@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from datetime import timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db.models import F
@@ -110,24 +111,71 @@ def _behaviour_execute(run: Run, done: dict[str, Execution], session: FunctionSe
     return execution
 
 
+class BehaviourLimits(NamedTuple):
+    per_call_seconds: float
+    total_seconds: float
+    max_timeouts: int
+
+
+def behaviour_config() -> dict[str, float | int]:
+    """The behaviour programs' limits as the settings give them; an inspection fixes them in its
+    config when it starts (`inspection_config`), so every worker gives a program the same."""
+    return {
+        "per_call": settings.BEHAVIOUR_PER_CALL_SECONDS,
+        "total": settings.BEHAVIOUR_TOTAL_SECONDS,
+        "max_timeouts": settings.BEHAVIOUR_MAX_TIMEOUTS,
+        "candidate_total": settings.BEHAVIOUR_CANDIDATE_TOTAL_SECONDS,
+        "candidate_max_timeouts": settings.BEHAVIOUR_CANDIDATE_MAX_TIMEOUTS,
+    }
+
+
+def behaviour_limits(inspection: Inspection, *, reference: bool) -> BehaviourLimits:
+    """A behaviour program's limits in `inspection`. Every program's call has the same time, so
+    a timeout means what it means for the reference; a candidate's program (a sample's, a
+    mutant's) stops sooner: at its first timeout, and after fewer seconds of calls; what it
+    does not reach is `~skipped`, an unknown no rule compares. An inspection started before
+    its config held them gives every program the reference's limits, as it did then."""
+    fixed = (inspection.config or {}).get("behaviour_limits")
+    if not fixed:
+        return BehaviourLimits(
+            settings.BEHAVIOUR_PER_CALL_SECONDS,
+            settings.BEHAVIOUR_TOTAL_SECONDS,
+            settings.BEHAVIOUR_MAX_TIMEOUTS,
+        )
+    if reference:
+        return BehaviourLimits(
+            float(fixed["per_call"]), float(fixed["total"]), int(fixed["max_timeouts"])
+        )
+    return BehaviourLimits(
+        float(fixed["per_call"]),
+        float(fixed["candidate_total"]),
+        int(fixed["candidate_max_timeouts"]),
+    )
+
+
 def _behaviour_program(run: Run) -> tuple[str, Limits]:
     from inspector.detect.behaviour import TAIL_BYTES, behaviour_program, wall_seconds
 
     task = run.task
+    completion = run_completion(run)
+    # A sample that repeats the reference is the reference's program: its limits too, so the
+    # copies share its one run (_behaviour_execute).
+    reference = run.probe == Run.REFERENCE or completion == task.canonical_solution
+    fixed = behaviour_limits(run.inspection, reference=reference)
     program = behaviour_program(
         task.prompt,
-        run_completion(run),
+        completion,
         task.entry_point,
         task.behaviour_inputs,
-        per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
-        total_seconds=settings.BEHAVIOUR_TOTAL_SECONDS,
+        per_call_seconds=fixed.per_call_seconds,
+        total_seconds=fixed.total_seconds,
+        max_timeouts=fixed.max_timeouts,
         contract=(task.source or {}).get("contract") or "",
     )
     limits = run_limits()
     limits = Limits(
         wall_seconds=wall_seconds(
-            per_call_seconds=settings.BEHAVIOUR_PER_CALL_SECONDS,
-            total_seconds=settings.BEHAVIOUR_TOTAL_SECONDS,
+            per_call_seconds=fixed.per_call_seconds, total_seconds=fixed.total_seconds
         ),
         memory_bytes=limits.memory_bytes,
         max_processes=limits.max_processes,

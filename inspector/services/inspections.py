@@ -26,6 +26,7 @@ from inspector.models import (
 )
 from inspector.services import lifecycle
 from inspector.services.errors import ServiceError
+from inspector.services.function_runs import behaviour_config
 from inspector.services.repo_runs import repo_config, repo_runs_plan
 from inspector.services.terminal_runs import terminal_runs_plan
 
@@ -43,6 +44,8 @@ def inspection_config() -> dict:
         # Fixed here, so that every worker gives a run the same clock (run_wall_seconds).
         "sample_wall_seconds": settings.INSPECT_SAMPLE_WALL_SECONDS,
         "mutant_wall_seconds": settings.INSPECT_MUTANT_WALL_SECONDS,
+        # The behaviour programs' limits: the reference's, then the samples' and mutants'.
+        "behaviour_limits": behaviour_config(),
         "memory_mb": settings.RUN_MEMORY_MB,
         "max_processes": settings.RUN_MAX_PROCESSES,
         "output_bytes": settings.RUN_OUTPUT_BYTES,
