@@ -12,6 +12,8 @@ a fresh INSPECTOR_DATA_DIR (SQLite, file-system broker, local sandbox). Printed:
 - runs by kind and outcome, with the sandbox seconds each kind took (copies of one behaviour
   program count once: they carry its time) and how many of them went to runs that waited out a
   limit (a check run's wall clock, a behaviour call's or program's time);
+- how busy the machine's cores were during the inspection (/proc/stat): what is not idle is
+  the wall time's floor at this concurrency;
 - the phases, from the worker's log: preparing the runs (mutants, behaviour inputs, the rows; in
   a worker), dispatch to the first run, the references' first runs (sent first: their times set the samples' and
   mutants' clocks), the other runs, the analysis;
@@ -99,6 +101,29 @@ def phases(log: str) -> dict[str, float]:
     return parts
 
 
+def cpu_times() -> list[int]:
+    """The machine's CPU time so far, in clock ticks: /proc/stat's first line (user, nice,
+    system, idle, iowait, irq, softirq, steal)."""
+    with open("/proc/stat") as stat:
+        return [int(x) for x in stat.readline().split()[1:9]]
+
+
+def cpu_busy(before: list[int], after: list[int]) -> dict[str, float]:
+    """Shares of the machine's CPU time between two cpu_times() readings."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (
+        b - a for a, b in zip(before, after, strict=True)
+    )
+    total = max(1, user + nice + system + idle + iowait + irq + softirq + steal)
+    tick = os.sysconf("SC_CLK_TCK")
+    return {
+        "cores": os.cpu_count() or 1,
+        "busy": 1 - (idle + iowait) / total,
+        "user": (user + nice) / total,
+        "system": (system + irq + softirq) / total,
+        "core_seconds": (total - idle - iowait) / tick,
+    }
+
+
 def at_a_limit(kind: str, outcome: str, stdout: str) -> bool:
     """Whether a run waited out a limit: a check run that timed out, or a behaviour program
     with a call that timed out or whose time budget ran out (inputs left `~skipped`: this set
@@ -181,7 +206,9 @@ def main() -> None:
             "--samples", str(samples),
         )  # fmt: skip
         worker, _ = start_worker(env, conc, log)
+        before = cpu_times()
         seconds, said = manage(env, "inspect", "humaneval", "--wait")
+        busy = cpu_busy(before, cpu_times())
         finished = [line for line in said.splitlines() if "finished in" in line]
         stop(worker)
         worker = None
@@ -211,6 +238,11 @@ def main() -> None:
         print(f"{kind:14}{n:8}{secs:11.1f}{limited:12.1f}  {said}")
     total_secs, total_limited = sum(k[2] for k in kinds), sum(k[3] for k in kinds)
     print(f"{'all':14}{total:8}{total_secs:11.1f}{total_limited:12.1f}")
+    print(
+        f"the machine's {busy['cores']} cores during the inspection: {busy['busy']:.0%} busy "
+        f"(user {busy['user']:.0%}, system {busy['system']:.0%}), {busy['core_seconds']:.0f} "
+        "core-seconds: what is not idle is the wall time's floor at this concurrency"
+    )
     print("\nphases (worker log):")
     for label, secs in parts.items():
         print(f"  {label:32}{secs:8.2f} s")
