@@ -682,9 +682,8 @@ def behaviour_program(
     `per_call_seconds` as `~timeout` (SIGALRM, which a solution that blocks signals or swallows
     BaseException can defeat: then the sandbox's wall limit ends the run and there is no
     vector); once `total_seconds` have passed, or `max_timeouts` calls have timed out, the
-    remaining inputs are `~skipped`. Arguments are
-    deep-copied for each call, so a solution that mutates its input does not change the next
-    one. The line stays under `OUTPUT_BUDGET` bytes (ASCII): digests for every input, the
+    remaining inputs are `~skipped`. Arguments are deep-copied for each call, so a solution
+    that mutates its input does not change the next one. The line stays under `OUTPUT_BUDGET` bytes (ASCII): digests for every input, the
     results' reprs (cut to `REPR_CHARS`) for the first `MAX_REPRS` inputs as far as they fit
     (typically all of them: most results are short).
     """
