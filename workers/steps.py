@@ -15,7 +15,6 @@ Module level imports nothing but Celery and the standard library, as workers/tas
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import threading
@@ -23,8 +22,6 @@ from pathlib import Path
 
 from celery import bootsteps
 from celery.signals import worker_shutting_down
-
-logger = logging.getLogger(__name__)
 
 # After a cold shutdown began, how long before the worker kills its pool and exits.
 HARD_EXIT_SECONDS = 15.0
@@ -61,11 +58,19 @@ class Lifecycle(bootsteps.StartStopStep):
     terminate = stop
 
 
+# Set on the first shutdown signal, before Celery's handler runs: a second signal can arrive
+# while that handler is still running (Python runs a handler between any two bytecodes, a
+# handler's own included), before it has set the services' stop flag.
+_signalled = [False]
+
+
 def _second_is_cold(first, services):
     def handle(signum, frame) -> None:
-        if services.worker_stopping():
+        if _signalled[0] or services.worker_stopping():
             os.kill(os.getpid(), signal.SIGQUIT)
-        elif callable(first):
+            return
+        _signalled[0] = True
+        if callable(first):
             first(signum, frame)
 
     return handle
@@ -81,26 +86,36 @@ def _after(name: str, seconds: float, action) -> None:
         timer.start()
 
 
+def _say(text: str) -> None:
+    """A line on stderr (the worker's log) from a timer thread: written straight to the file
+    descriptor, as `logging` or `print` could wait forever on a lock the stuck main thread
+    holds."""
+    try:
+        os.write(2, f"worker: {text}\n".encode())
+    except OSError:
+        pass
+
+
 def _cold_shutdown() -> None:
-    logger.warning("still stopping after WORKER_STOP_SECONDS: cutting the running tasks short")
     os.kill(os.getpid(), signal.SIGQUIT)
+    _say("still stopping after WORKER_STOP_SECONDS: cutting the running tasks short")
 
 
 def _hard_exit() -> None:
     """The last resort: kill the pool processes (their sandboxes are swept by the next worker
-    on this machine, their runs re-queued when their lease runs out) and exit."""
+    on this machine, their runs re-queued when their lease runs out) and exit. Nothing here
+    waits on a lock the main thread may hold."""
     pid = os.getpid()
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         children = []
-    logger.error("the worker did not stop: killing pool processes %s and exiting", children)
     for child in children:
         try:
             os.kill(int(child), signal.SIGKILL)
         except OSError:
             pass
-    logging.shutdown()
+    _say(f"the worker did not stop: killed pool processes {' '.join(children) or '(none)'}")
     os._exit(1)
 
 
@@ -117,3 +132,6 @@ def _stop_in_bounded_time(how: str = "Warm", **_: object) -> None:
         _after("hard", HARD_EXIT_SECONDS, _hard_exit)
     else:
         _after("cold", settings.WORKER_STOP_SECONDS, _cold_shutdown)
+        # The bound holds even if the cold shutdown's signal is never handled (a main thread
+        # that runs no more Python).
+        _after("backstop", settings.WORKER_STOP_SECONDS + HARD_EXIT_SECONDS, _hard_exit)
