@@ -683,9 +683,10 @@ def behaviour_program(
     BaseException can defeat: then the sandbox's wall limit ends the run and there is no
     vector); once `total_seconds` have passed, or `max_timeouts` calls have timed out, the
     remaining inputs are `~skipped`. Arguments are deep-copied for each call, so a solution
-    that mutates its input does not change the next one. The line stays under `OUTPUT_BUDGET` bytes (ASCII): digests for every input, the
-    results' reprs (cut to `REPR_CHARS`) for the first `MAX_REPRS` inputs as far as they fit
-    (typically all of them: most results are short).
+    that mutates its input does not change the next one. The line stays under `OUTPUT_BUDGET`
+    bytes (ASCII): digests for every input, the results' reprs (cut to `REPR_CHARS`) for the
+    first `MAX_REPRS` inputs as far as they fit (typically all of them: most results are
+    short).
     """
     inputs_text, key = _checked_inputs(tuple(inputs))
     guard = f"{prompt}{contract.rstrip()}\n    return True\n" if contract.strip() else ""

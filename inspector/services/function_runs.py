@@ -135,21 +135,14 @@ def behaviour_limits(inspection: Inspection, *, reference: bool) -> BehaviourLim
     mutant's) stops sooner: at its first timeout, and after fewer seconds of calls; what it
     does not reach is `~skipped`, an unknown no rule compares. An inspection started before
     its config held them gives every program the reference's limits, as it did then."""
-    fixed = (inspection.config or {}).get("behaviour_limits")
-    if not fixed:
-        return BehaviourLimits(
-            settings.BEHAVIOUR_PER_CALL_SECONDS,
-            settings.BEHAVIOUR_TOTAL_SECONDS,
-            settings.BEHAVIOUR_MAX_TIMEOUTS,
-        )
-    if reference:
-        return BehaviourLimits(
-            float(fixed["per_call"]), float(fixed["total"]), int(fixed["max_timeouts"])
-        )
+    fixed = (inspection.config or {}).get("behaviour_limits") or {
+        **behaviour_config(),
+        "candidate_total": settings.BEHAVIOUR_TOTAL_SECONDS,
+        "candidate_max_timeouts": settings.BEHAVIOUR_MAX_TIMEOUTS,
+    }
+    own = "" if reference else "candidate_"
     return BehaviourLimits(
-        float(fixed["per_call"]),
-        float(fixed["candidate_total"]),
-        int(fixed["candidate_max_timeouts"]),
+        float(fixed["per_call"]), float(fixed[own + "total"]), int(fixed[own + "max_timeouts"])
     )
 
 
